@@ -1,0 +1,67 @@
+"""eqmodels: differentiable forward models for interferometric imaging, as Equinox
+modules on JAX."""
+
+import importlib.metadata
+
+from ._forward._base import AbstractForwardModel as AbstractForwardModel
+from ._forward._direct import DirectFT as DirectFT
+from ._forward._nufft import NUFFT as NUFFT
+from ._forward._separable import SeparableFT as SeparableFT
+from ._grid import ImageGrid as ImageGrid
+from ._image._base import AbstractImageModel as AbstractImageModel
+from ._image._pixel import PixelImage as PixelImage
+from ._pulse import (
+    AbstractPulse as AbstractPulse,
+    BoxPulse as BoxPulse,
+    DeltaPulse as DeltaPulse,
+    GaussianPulse as GaussianPulse,
+    TrianglePulse as TrianglePulse,
+)
+from ._terms._base import AbstractDataTerm as AbstractDataTerm
+from ._terms._vis import VisChi2 as VisChi2
+from ._units import (
+    RAD_PER_DEG as RAD_PER_DEG,
+    RAD_PER_UAS as RAD_PER_UAS,
+    rad_to_uas as rad_to_uas,
+    uas_to_rad as uas_to_rad,
+)
+
+
+try:
+    __version__ = importlib.metadata.version("eqmodels")
+except importlib.metadata.PackageNotFoundError:  # running from a source tree
+    __version__ = "0.0.0"
+
+# --- data products and I/O (issue 3) ---
+from ._data._derived import (
+    amplitudes as amplitudes,
+    bispectra as bispectra,
+    closure_amplitudes as closure_amplitudes,
+    closure_phases as closure_phases,
+    log_closure_amplitudes as log_closure_amplitudes,
+)
+from ._data._fitsimage import load_fits as load_fits, save_fits as save_fits
+from ._data._gains import apply_gains as apply_gains
+from ._data._noise import (
+    add_fractional_noise as add_fractional_noise,
+    add_systematic_noise as add_systematic_noise,
+)
+from ._data._observe import (
+    observe as observe,
+    thermal_sigma as thermal_sigma,
+    uv_tracks as uv_tracks,
+)
+from ._data._products import (
+    AmpProducts as AmpProducts,
+    BispectrumProducts as BispectrumProducts,
+    ClosureAmpProducts as ClosureAmpProducts,
+    ClosurePhaseProducts as ClosurePhaseProducts,
+    LogClosureAmpProducts as LogClosureAmpProducts,
+)
+from ._data._stations import EHT2017 as EHT2017, StationTable as StationTable
+from ._data._uvfits import load_uvfits as load_uvfits
+from ._data._visdata import concatenate as concatenate, VisData as VisData
+# --- end data ---
+
+# --- terms, regularizers, image models, objective (issue 4) ---
+# --- end objective ---

@@ -1,0 +1,77 @@
+"""Exact separable transform: the pixel kernel factorises along the two axes."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Complex, Float
+
+from .._grid import ImageGrid
+from .._pulse import AbstractPulse
+from ._base import AbstractForwardModel, check_pulse, prepare_points
+
+
+_HIGHEST = jax.lax.Precision.HIGHEST
+
+
+class SeparableFT(AbstractForwardModel, strict=True):
+    """The exact transform computed through the separable kernel
+    `exp(2πi(u x + v y)) = exp(2πi u x) · exp(2πi v y)`.
+
+    With `E_x[k, ix] = exp(2πi u_k x_ix)` and `E_y[k, iy] = exp(2πi v_k y_iy)`,
+    `V_k = P_k Σ_iy E_y[k, iy] (E_x img^T)[k, iy]`: two real matmuls and a row-wise
+    reduction. It gives the same numbers as [`eqmodels.DirectFT`][] (to rounding)
+    with `O(N (nx + ny))` memory instead of `O(N nx ny)`, and runs as
+    compute-bound matmuls rather than a bandwidth-bound matrix-vector product.
+    """
+
+    grid: ImageGrid
+    u: Float[Array, "*points"]
+    v: Float[Array, "*points"]
+    pulse: AbstractPulse
+    cx: Float[Array, "n nx"]
+    sx: Float[Array, "n nx"]
+    cy: Float[Array, "n ny"]
+    sy: Float[Array, "n ny"]
+    p: Float[Array, " n"]
+
+    def __init__(
+        self,
+        grid: ImageGrid,
+        u: ArrayLike,
+        v: ArrayLike,
+        pulse: AbstractPulse | None = None,
+        *,
+        dtype=None,
+    ):
+        """**Arguments:**
+
+        - `grid`: the [`eqmodels.ImageGrid`][].
+        - `u`, `v`: points in wavelengths, same shape (any leading shape).
+        - `pulse`: pixel pulse, default [`eqmodels.TrianglePulse`][].
+        - `dtype`: `float32` or `float64`; default from `u`, `v`.
+        """
+        u, v, dtype = prepare_points(grid, u, v, dtype)
+        self.pulse = check_pulse(pulse)
+        self.grid = grid
+        u64 = np.asarray(u, np.float64).reshape(-1)
+        v64 = np.asarray(v, np.float64).reshape(-1)
+        phx = 2.0 * np.pi * np.outer(u64, grid.x)
+        phy = 2.0 * np.pi * np.outer(v64, grid.y)
+        self.u = jnp.asarray(u)
+        self.v = jnp.asarray(v)
+        self.cx = jnp.asarray(np.cos(phx), dtype)
+        self.sx = jnp.asarray(np.sin(phx), dtype)
+        self.cy = jnp.asarray(np.cos(phy), dtype)
+        self.sy = jnp.asarray(np.sin(phy), dtype)
+        self.p = jnp.asarray(np.asarray(self.pulse(u64, v64, grid.psize)), dtype)
+
+    def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:
+        img_t = self._check_image(image).T  # (nx, ny)
+        mr = jnp.matmul(self.cx, img_t, precision=_HIGHEST)  # (n, ny)
+        mi = jnp.matmul(self.sx, img_t, precision=_HIGHEST)
+        re = jnp.sum(mr * self.cy - mi * self.sy, axis=1)
+        im = jnp.sum(mr * self.sy + mi * self.cy, axis=1)
+        return jax.lax.complex(self.p * re, self.p * im).reshape(self.u.shape)
+
+    def at(self, u: ArrayLike, v: ArrayLike) -> "SeparableFT":
+        return SeparableFT(self.grid, u, v, self.pulse, dtype=self.dtype)

@@ -1,0 +1,112 @@
+"""The pixel grid every image lives on."""
+
+import math
+
+import equinox as eqx
+import numpy as np
+
+from ._units import RAD_PER_UAS
+
+
+class ImageGrid(eqx.Module, strict=True):
+    """A regular `ny × nx` pixel grid with square pixels of side `psize` radians.
+
+    Conventions (eht-imaging compatible): the image array is `img[iy, ix]`; row 0 is
+    north (+y, top); column 0 is east (+x, left, RA grows to the left). Pixel centres
+    are
+
+    - `x[ix] = (nx/2 - 1/2 - ix) * psize`
+    - `y[iy] = (ny/2 - 1/2 - iy) * psize`
+
+    so for an even axis the phase centre lies on the corner between the central
+    pixels. All fields are static: a grid is configuration, not a parameter.
+    """
+
+    ny: int = eqx.field(static=True)
+    nx: int = eqx.field(static=True)
+    psize: float = eqx.field(static=True)
+
+    def __init__(self, ny: int, nx: int, psize: float):
+        """**Arguments:**
+
+        - `ny`: number of pixel rows (north–south).
+        - `nx`: number of pixel columns (east–west).
+        - `psize`: pixel side in radians (use [`eqmodels.uas_to_rad`][] to convert).
+        """
+        for name, n in (("ny", ny), ("nx", nx)):
+            if isinstance(n, bool) or not isinstance(n, int | np.integer):
+                raise TypeError(f"`{name}` must be an integer, got {n!r}.")
+            if n < 1:
+                raise ValueError(f"`{name}` must be >= 1, got {n}.")
+        try:
+            psize = float(psize)
+        except (TypeError, ValueError):
+            raise TypeError(f"`psize` must be a float in radians, got {psize!r}.")
+        if not (math.isfinite(psize) and psize > 0):
+            raise ValueError(f"`psize` must be finite and > 0 (radians), got {psize}.")
+        if psize > 1e-3:
+            raise ValueError(
+                f"`psize`={psize} rad looks like it is not in radians (it is over 3 "
+                "arcminutes); convert with `eqmodels.uas_to_rad` first."
+            )
+        self.ny = int(ny)
+        self.nx = int(nx)
+        self.psize = psize
+
+    @classmethod
+    def from_fov(cls, npix: int | tuple[int, int], fov_uas: float) -> "ImageGrid":
+        """A grid from a pixel count and the field of view in µas.
+
+        **Arguments:**
+
+        - `npix`: `n` for an `n × n` grid, or `(ny, nx)`.
+        - `fov_uas`: field of view along x (columns), in microarcseconds;
+          `psize = fov / nx`.
+
+        **Returns:** the `ImageGrid`.
+        """
+        ny, nx = (npix, npix) if isinstance(npix, int | np.integer) else npix
+        if not (isinstance(fov_uas, int | float | np.floating) and fov_uas > 0):
+            raise ValueError(f"`fov_uas` must be a positive number, got {fov_uas!r}.")
+        return cls(ny, nx, float(fov_uas) * RAD_PER_UAS / nx)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """`(ny, nx)`."""
+        return (self.ny, self.nx)
+
+    @property
+    def npix(self) -> int:
+        """Total number of pixels, `ny * nx`."""
+        return self.ny * self.nx
+
+    @property
+    def x(self) -> np.ndarray:
+        """Pixel-centre x coordinates (radians), shape `(nx,)`, decreasing."""
+        return (self.nx / 2 - 0.5 - np.arange(self.nx)) * self.psize
+
+    @property
+    def y(self) -> np.ndarray:
+        """Pixel-centre y coordinates (radians), shape `(ny,)`, decreasing."""
+        return (self.ny / 2 - 0.5 - np.arange(self.ny)) * self.psize
+
+    def coords(self) -> tuple[np.ndarray, np.ndarray]:
+        """Pixel-centre coordinate images `(xx, yy)`, each of shape `(ny, nx)`."""
+        xx, yy = np.meshgrid(self.x, self.y)
+        return xx, yy
+
+    @property
+    def fov(self) -> tuple[float, float]:
+        """Field of view `(ny * psize, nx * psize)` in radians."""
+        return (self.ny * self.psize, self.nx * self.psize)
+
+    @property
+    def max_uv(self) -> float:
+        """The Nyquist limit of the grid, `0.5 / psize` wavelengths."""
+        return 0.5 / self.psize
+
+    def __repr__(self) -> str:
+        return (
+            f"ImageGrid(ny={self.ny}, nx={self.nx}, psize={self.psize!r} "
+            f"[{self.psize / RAD_PER_UAS:.4g} µas])"
+        )

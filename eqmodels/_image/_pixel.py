@@ -1,0 +1,144 @@
+"""Free pixels with a positivity transform."""
+
+from typing import Literal
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool, Float
+
+from .._grid import ImageGrid
+from .._validation import as_real, is_concrete, resolve_float_dtype
+from ._base import AbstractImageModel
+
+
+_TRANSFORMS = ("log", "identity")
+
+
+class PixelImage(AbstractImageModel, strict=True):
+    """An image whose pixels are free parameters.
+
+    With `transform="log"` (default) the parameters are `x = ln I` and the image is
+    `exp(x)`, positive by construction (eht-imaging's `'log'` transform). With
+    `"identity"` the parameters are the pixel values. With an embed `mask`, only
+    the pixels where it is `True` are free; the others are exactly 0.
+
+    Build one from an image with [`eqmodels.PixelImage.from_image`][].
+    """
+
+    grid: ImageGrid
+    params: Float[Array, " nfree"]
+    indices: Array  # flat pixel indices of the free pixels (integer leaf)
+    transform: Literal["log", "identity"] = eqx.field(static=True)
+
+    def __init__(
+        self,
+        grid: ImageGrid,
+        params: Float[ArrayLike, "..."],
+        *,
+        transform: str = "log",
+        mask: Bool[ArrayLike, "ny nx"] | None = None,
+        dtype=None,
+    ):
+        """**Arguments:**
+
+        - `grid`: the [`eqmodels.ImageGrid`][].
+        - `params`: the free parameters: shape `(ny, nx)` without a mask, or
+          `(mask.sum(),)` (or `(ny, nx)`, of which the masked pixels are taken)
+          with one.
+        - `transform`: `"log"` (image = exp(params)) or `"identity"`.
+        - `mask`: optional boolean `(ny, nx)` embed mask.
+        - `dtype`: float32 / float64; default from `params`.
+        """
+        if not isinstance(grid, ImageGrid):
+            raise TypeError(
+                f"`grid` must be an `ImageGrid`, got {type(grid).__name__}."
+            )
+        if transform not in _TRANSFORMS:
+            raise ValueError(
+                f"`transform` must be one of {_TRANSFORMS}, got {transform!r}."
+            )
+        dtype = resolve_float_dtype(dtype, params)
+        if mask is None:
+            indices = np.arange(grid.npix)
+        else:
+            mask = np.asarray(mask)
+            if mask.shape != grid.shape or mask.dtype != np.bool_:
+                raise ValueError(
+                    f"`mask` must be a boolean array of the grid's shape {grid.shape}, "
+                    f"got {mask.dtype} {mask.shape}."
+                )
+            if not mask.any():
+                raise ValueError("`mask` selects no pixel: nothing would be free.")
+            indices = np.flatnonzero(mask)
+        params = as_real("params", params)
+        if is_concrete(params):
+            params = np.asarray(params)
+            if params.shape == grid.shape:
+                params = params.reshape(-1)[indices]
+            elif params.shape != (indices.size,):
+                raise ValueError(
+                    f"`params` has shape {params.shape}; expected {grid.shape}"
+                    + (
+                        f" or ({indices.size},) (the masked pixels)"
+                        if mask is not None
+                        else ""
+                    )
+                    + "."
+                )
+        self.grid = grid
+        self.params = jnp.asarray(params, dtype)
+        self.indices = jnp.asarray(indices, jnp.int32)
+        self.transform = transform
+
+    @classmethod
+    def from_image(
+        cls,
+        image: Float[ArrayLike, "ny nx"],
+        grid: ImageGrid,
+        *,
+        transform: str = "log",
+        mask: Bool[ArrayLike, "ny nx"] | None = None,
+        dtype=None,
+    ) -> "PixelImage":
+        """A `PixelImage` whose `__call__()` returns `image` (on the mask).
+
+        **Arguments:**
+
+        - `image`: `(ny, nx)` Jy/pixel; strictly positive (on the mask) for the log
+          transform.
+        - `grid`, `transform`, `mask`, `dtype`: as for the constructor.
+        """
+        image = as_real("image", image)
+        if is_concrete(image):
+            image = np.asarray(image)
+            if image.shape != grid.shape:
+                raise ValueError(
+                    f"`image` has shape {image.shape}, the grid is {grid.shape}."
+                )
+            if transform == "log":
+                sel = image if mask is None else image[np.asarray(mask, bool)]
+                if np.any(sel <= 0):
+                    raise ValueError(
+                        "the log transform needs a strictly positive `image` (on the "
+                        "mask); add a small floor (e.g. `np.maximum(image, 1e-10 * "
+                        "image.max())`) or use `transform='identity'`."
+                    )
+        if mask is not None and is_concrete(image):
+            image = np.asarray(image)[np.asarray(mask, bool)]
+        params = jnp.log(jnp.asarray(image)) if transform == "log" else image
+        return cls(grid, params, transform=transform, mask=mask, dtype=dtype)
+
+    @property
+    def mask(self) -> np.ndarray:
+        """The boolean embed mask, `(ny, nx)`."""
+        m = np.zeros(self.grid.npix, bool)
+        m[np.asarray(self.indices)] = True
+        return m.reshape(self.grid.shape)
+
+    def __call__(self) -> Float[Array, "ny nx"]:
+        vals = jnp.exp(self.params) if self.transform == "log" else self.params
+        if self.indices.shape[0] == self.grid.npix:
+            return vals.reshape(self.grid.shape)
+        flat = jnp.zeros(self.grid.npix, vals.dtype).at[self.indices].set(vals)
+        return flat.reshape(self.grid.shape)

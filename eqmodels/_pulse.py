@@ -1,0 +1,79 @@
+"""Pixel pulses: the Fourier transform of the shape of one pixel.
+
+A pixel image is a sum of pulses centred on the pixel centres; its visibility is the
+pixel DFT multiplied by the pulse's transform `P(u, v)`.
+"""
+
+import abc
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+
+def _xp(*arrays):
+    """numpy for numpy inputs (host-side matrix builds stay in float64), else jnp."""
+    return jnp if any(isinstance(a, jax.Array) for a in arrays) else np
+
+
+class AbstractPulse(eqx.Module, strict=True):
+    """Base class of pixel pulses.
+
+    Subclass it and implement `__call__(u, v, psize)` returning the real Fourier
+    transform of one pixel, normalised to 1 at `u = v = 0`. It must work on numpy
+    and on JAX arrays alike (the dense models build their matrix with numpy; the
+    NUFFT evaluates the pulse under `jit`), so use `jnp`-compatible operations.
+    """
+
+    @abc.abstractmethod
+    def __call__(
+        self, u: Float[ArrayLike, "*p"], v: Float[ArrayLike, "*p"], psize: float
+    ) -> Float[Array, "*p"]:
+        """**Arguments:** `u`, `v` in wavelengths; `psize` in radians.
+
+        **Returns:** `P(u, v)`.
+        """
+
+
+class DeltaPulse(AbstractPulse, strict=True):
+    """A point per pixel: `P(u, v) = 1`."""
+
+    def __call__(self, u, v, psize):
+        xp = _xp(u, v)
+        return xp.ones(np.broadcast_shapes(np.shape(u), np.shape(v)), xp.result_type(u))
+
+
+class BoxPulse(AbstractPulse, strict=True):
+    """A square top-hat pixel: `P = sinc(u·psize) · sinc(v·psize)`."""
+
+    def __call__(self, u, v, psize):
+        xp = _xp(u, v)
+        return xp.sinc(u * psize) * xp.sinc(v * psize)
+
+
+class TrianglePulse(AbstractPulse, strict=True):
+    """A triangle (bilinear) pixel, the default: `P = sinc(u·psize)² · sinc(v·psize)²`
+    with `sinc(t) = sin(πt)/(πt)`."""
+
+    def __call__(self, u, v, psize):
+        xp = _xp(u, v)
+        return (xp.sinc(u * psize) * xp.sinc(v * psize)) ** 2
+
+
+class GaussianPulse(AbstractPulse, strict=True):
+    """A circular Gaussian pixel of full width at half maximum `fwhm` pixels:
+    `P = exp(-π² (fwhm·psize)² (u² + v²) / (4 ln 2))`."""
+
+    fwhm: float = eqx.field(static=True, default=1.0)
+
+    def __check_init__(self):
+        if not (math.isfinite(self.fwhm) and self.fwhm > 0):
+            raise ValueError(f"`fwhm` must be > 0 (in pixels), got {self.fwhm}.")
+
+    def __call__(self, u, v, psize):
+        w = self.fwhm * psize
+        xp = _xp(u, v)
+        return xp.exp(-(math.pi**2) * w * w * (u * u + v * v) / (4.0 * math.log(2.0)))

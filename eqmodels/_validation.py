@@ -1,0 +1,116 @@
+"""Input checks shared by the constructors.
+
+Every public constructor turns bad input into a `ValueError`/`TypeError` that names
+the argument and the fix, *at construction*. Checks run only on concrete values: a
+module rebuilt inside `jit`/`vmap` holds tracers, which are passed through unchecked.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def is_concrete(x) -> bool:
+    """True when `x` holds concrete values (not a tracer)."""
+    return not isinstance(x, jax.core.Tracer)
+
+
+def resolve_float_dtype(dtype, *arrays) -> np.dtype:
+    """The floating dtype a model computes in.
+
+    `dtype=None` takes float32 if every floating input is float32, else float64.
+    float64 without `jax_enable_x64` is an error rather than a silent downcast.
+    """
+    if dtype is None:
+        dtypes = [
+            np.dtype(getattr(a, "dtype", None) or np.result_type(a)) for a in arrays
+        ]
+        kinds = [d for d in dtypes if np.issubdtype(d, np.inexact)]
+        single = kinds and all(k in (np.float32, np.complex64) for k in kinds)
+        dtype = np.float32 if single else np.float64
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise TypeError(
+            f"dtype must be float32 or float64 (jax-finufft pairs them with complex64 / "
+            f"complex128), got {dtype}."
+        )
+    if dtype == np.float64 and not jax.config.read("jax_enable_x64"):
+        raise ValueError(
+            "float64 was requested (or inferred from float64 inputs) but JAX runs in "
+            "32-bit mode. Call `jax.config.update('jax_enable_x64', True)` before "
+            "building models, or pass `dtype=jnp.float32` explicitly."
+        )
+    return dtype
+
+
+def as_real(name: str, x, dtype=None) -> np.ndarray | jax.Array:
+    """Check that `x` is real and finite; return it as an array (of `dtype` if given)."""
+    if not is_concrete(x):
+        return x if dtype is None else jnp.asarray(x, dtype)
+    arr = np.asarray(x)
+    if np.iscomplexobj(arr):
+        raise TypeError(f"`{name}` must be real, got a complex array.")
+    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+        raise TypeError(f"`{name}` must be a numeric array, got dtype {arr.dtype}.")
+    arr = arr.astype(np.float64 if dtype is None else dtype)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(
+            f"`{name}` has {int(bad.sum())} non-finite value(s) (NaN or inf), first at "
+            f"index {_first(bad)}: drop or flag "
+            "those rows before building the model."
+        )
+    return arr
+
+
+def as_complex(name: str, x, dtype=None):
+    """Check that `x` is finite (complex or real); return it as a complex array."""
+    if not is_concrete(x):
+        return x
+    arr = np.asarray(x)
+    if not np.issubdtype(arr.dtype, np.number):
+        raise TypeError(f"`{name}` must be a numeric array, got dtype {arr.dtype}.")
+    arr = arr.astype(np.complex128 if dtype is None else dtype)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(
+            f"`{name}` has {int(bad.sum())} non-finite value(s) (NaN or inf), first at "
+            f"index {_first(bad)}: drop or flag "
+            "those rows before building the term."
+        )
+    return arr
+
+
+def _first(bad) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.unravel_index(int(np.argmax(bad)), bad.shape))
+
+
+def check_nonempty(name: str, x) -> None:
+    if is_concrete(x) and np.size(x) == 0:
+        raise ValueError(f"`{name}` is empty: a data set needs at least one row.")
+
+
+def check_same_shape(names: tuple[str, ...], *arrays) -> None:
+    shapes = [np.shape(a) for a in arrays]
+    if any(s != shapes[0] for s in shapes):
+        listed = ", ".join(f"`{n}` {s}" for n, s in zip(names, shapes))
+        raise ValueError(f"shape mismatch: {listed}; these must have the same shape.")
+
+
+def check_positive(name: str, x, *, allow_zero: bool = False) -> None:
+    if not is_concrete(x):
+        return
+    arr = np.asarray(x)
+    bad = arr < 0 if allow_zero else arr <= 0
+    if bad.any():
+        what = "negative" if allow_zero else "zero or negative"
+        raise ValueError(
+            f"`{name}` has {int(bad.sum())} {what} value(s), first at index "
+            f"{_first(bad)}; "
+            + (
+                "weights must be >= 0."
+                if allow_zero
+                else "sigmas must be > 0 (flag or drop those rows; to pad with rows "
+                "that contribute nothing use weight 0, never sigma 0)."
+            )
+        )

@@ -1,0 +1,27 @@
+"""Test configuration: float64, strict promotion, four virtual CPU devices."""
+
+import os
+import pathlib
+
+
+# Must happen before jax initialises its backends.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+import pytest  # noqa: E402
+
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_num_cpu_devices", 4)
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
+TEST_DATA = pathlib.Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """`../shared/data` when it exists (skip otherwise)."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is not present")
+    return SHARED_DATA

@@ -1,0 +1,55 @@
+"""Shared comparison helpers."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def rtol_for(dtype) -> float:
+    """Default relative tolerance for parity checks: 1e-12 in float64."""
+    return 1e-12 if np.dtype(dtype) in (np.float64, np.complex128) else 2e-5
+
+
+def assert_allclose(actual, desired, *, rtol=None, atol=0.0, scale=None, err=""):
+    """Relative comparison against the scale of `desired` (max-abs by default), so
+    entries near zero of a vector do not dominate; `rtol` defaults by dtype."""
+    actual = np.asarray(actual)
+    desired = np.asarray(desired)
+    assert actual.shape == desired.shape, (actual.shape, desired.shape, err)
+    assert np.all(np.isfinite(actual)), f"non-finite values {err}"
+    rtol = rtol_for(actual.dtype) if rtol is None else rtol
+    scale = np.max(np.abs(desired)) if scale is None else scale
+    diff = np.max(np.abs(actual - desired)) if actual.size else 0.0
+    assert diff <= rtol * scale + atol, (
+        f"max |diff| = {diff:.3e} > rtol*scale + atol = {rtol * scale + atol:.3e} "
+        f"(relative {diff / max(scale, 1e-300):.3e}) {err}"
+    )
+
+
+def tree_allclose(a, b, **kw):
+    la, ta = jax.tree_util.tree_flatten(a)
+    lb, tb = jax.tree_util.tree_flatten(b)
+    assert ta == tb, (ta, tb)
+    for x, y in zip(la, lb):
+        assert_allclose(x, y, **kw)
+
+
+def central_fd(f, x, directions, h):
+    """Central finite differences of scalar `f` at `x` along `directions`
+    (a list of arrays the shape of `x`): returns a numpy vector."""
+    x = np.asarray(x)
+    return np.array(
+        [(float(f(x + h * d)) - float(f(x - h * d))) / (2 * h) for d in directions]
+    )
+
+
+def check_grad_fd(f, x, *, n_dirs=4, rel_h=1e-5, rtol=1e-6, seed=0):
+    """Compare `jax.grad(f)(x)` projected on random directions with central finite
+    differences."""
+    rng = np.random.default_rng(seed)
+    g = np.asarray(jax.grad(f)(jnp.asarray(x)))
+    dirs = [rng.standard_normal(np.shape(x)) for _ in range(n_dirs)]
+    h = rel_h * max(float(np.max(np.abs(x))), 1e-300)
+    fd = central_fd(f, x, dirs, h)
+    ad = np.array([np.sum(g * d) for d in dirs])
+    assert_allclose(ad, fd, rtol=rtol, err="(autodiff vs central differences)")

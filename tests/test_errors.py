@@ -1,0 +1,116 @@
+"""Bad input raises a clear error at construction (or at trace time, for the image)."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import eqmodels as em
+from tests.problems import FORWARDS, random_points
+
+
+GRID = em.ImageGrid(8, 8, em.uas_to_rad(4.0))
+U, V = random_points(GRID, 10)
+
+
+def with_nan(x, value=np.nan):
+    x = np.array(x, dtype=np.result_type(x, np.float64))
+    x[3] = value
+    return x
+
+
+@pytest.mark.parametrize("name", FORWARDS)
+@pytest.mark.parametrize(
+    "u,v,match",
+    [
+        (with_nan(U), V, "`u` has 1 non-finite"),
+        (U, with_nan(V, np.inf), "`v` has 1 non-finite"),
+        (U, V[:9], "shape mismatch"),
+        (U[:0], V[:0], "empty"),
+    ],
+)
+def test_bad_points(name, u, v, match):
+    with pytest.raises(ValueError, match=match):
+        FORWARDS[name](GRID, u, v)
+
+
+@pytest.mark.parametrize("name", FORWARDS)
+def test_bad_grid_pulse_dtype(name):
+    with pytest.raises(TypeError, match="grid"):
+        FORWARDS[name]((8, 8), U, V)
+    with pytest.raises(TypeError, match="pulse"):
+        FORWARDS[name](GRID, U, V, pulse="triangle")
+    with pytest.raises(TypeError, match="dtype"):
+        FORWARDS[name](GRID, U, V, dtype=np.float16)
+    with pytest.raises(TypeError, match="real"):
+        FORWARDS[name](GRID, U + 1j, V)
+
+
+@pytest.mark.parametrize("name", FORWARDS)
+def test_bad_image_at_call(name):
+    model = FORWARDS[name](GRID, U, V)
+    with pytest.raises(ValueError, match="shape"):
+        model(jnp.ones((7, 8)))
+    with pytest.raises(TypeError, match="complex|c128"):
+        model(jnp.ones((8, 8), jnp.complex128))
+    # A dtype pair jax-finufft would reject with a bare AssertionError.
+    with pytest.raises(TypeError, match="float32"):
+        model(jnp.ones((8, 8), jnp.float32))
+    with pytest.raises(TypeError, match="float32"):
+        eqx.filter_jit(lambda m, x: m(x))(model, jnp.ones((8, 8), jnp.float32))
+
+
+def test_nufft_nyquist_and_eps():
+    lim = GRID.max_uv
+    with pytest.raises(ValueError, match="Nyquist"):
+        em.NUFFT(GRID, np.array([0.0, lim]), np.array([0.0, 0.0]))
+    with pytest.raises(ValueError, match="Nyquist"):
+        em.NUFFT(GRID, np.array([0.0, 0.0]), np.array([0.0, -1.01 * lim]))
+    em.NUFFT(GRID, np.array([0.0, 0.999 * lim]), np.array([0.0, 0.0]))
+    # The dense models have no such limit (they compute the exact DFT anywhere).
+    em.DirectFT(GRID, np.array([0.0, 2 * lim]), np.array([0.0, 0.0]))
+    with pytest.raises(ValueError, match="eps"):
+        em.NUFFT(GRID, U, V, eps=0.0)
+    with pytest.raises(ValueError, match="eps"):
+        em.NUFFT(GRID, U, V, eps=2.0)
+    with pytest.raises(ValueError, match="float32"):
+        em.NUFFT(GRID, U, V, eps=1e-10, dtype=np.float32)
+
+
+def test_float64_without_x64_is_an_error():
+    jax.config.update("jax_enable_x64", False)
+    try:
+        with pytest.raises(ValueError, match="jax_enable_x64"):
+            em.DirectFT(GRID, U, V)
+        # float32 is fine in 32-bit mode.
+        em.DirectFT(GRID, U.astype(np.float32), V.astype(np.float32))
+    finally:
+        jax.config.update("jax_enable_x64", True)
+
+
+def test_pulse_errors():
+    with pytest.raises(ValueError, match="fwhm"):
+        em.GaussianPulse(fwhm=0.0)
+
+
+@pytest.mark.parametrize(
+    "vis,sigma,exc,match",
+    [
+        (with_nan(np.ones(10)), np.ones(10), ValueError, "`vis` has 1 non-finite"),
+        (np.ones(10), with_nan(np.ones(10)), ValueError, "`sigma` has 1 non-finite"),
+        (np.ones(10), with_nan(np.ones(10), 0.0), ValueError, "`sigma` has 1 zero"),
+        (np.ones(10), -np.ones(10), ValueError, "`sigma` has 10 zero or negative"),
+        (np.ones(9), np.ones(9), ValueError, "shape mismatch"),
+        (np.ones(10), np.ones(11), ValueError, "shape mismatch"),
+        (np.ones(10), np.ones(10) + 1j, TypeError, "`sigma` must be real"),
+    ],
+)
+def test_vis_chi2_errors(vis, sigma, exc, match):
+    with pytest.raises(exc, match=match):
+        em.VisChi2(em.DirectFT(GRID, U, V), vis, sigma)
+
+
+def test_vis_chi2_needs_a_forward_model():
+    with pytest.raises(TypeError, match="forward"):
+        em.VisChi2(np.ones((10, 64)), np.ones(10), np.ones(10))

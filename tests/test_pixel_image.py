@@ -1,0 +1,82 @@
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import eqmodels as em
+from tests.helpers import assert_allclose
+from tests.problems import random_image
+
+
+GRID = em.ImageGrid(8, 10, em.uas_to_rad(4.0))
+
+
+def test_log_and_identity_round_trip():
+    img = random_image(GRID)
+    for transform in ("log", "identity"):
+        m = em.PixelImage.from_image(img, GRID, transform=transform)
+        assert_allclose(m(), img, rtol=1e-15)
+        assert m.params.shape == (GRID.npix,)
+    assert_allclose(em.PixelImage(GRID, np.log(img))(), img, rtol=1e-15)
+
+
+def test_mask_embeds_and_grad_only_on_mask():
+    img = random_image(GRID)
+    mask = img > np.median(img)
+    m = em.PixelImage.from_image(img, GRID, mask=mask)
+    assert m.params.shape == (mask.sum(),)
+    out = np.asarray(m())
+    assert np.all(out[~mask] == 0.0)
+    assert_allclose(out[mask], img[mask], rtol=1e-15)
+    np.testing.assert_array_equal(m.mask, mask)
+    w = np.random.default_rng(0).standard_normal(GRID.shape)
+    g = eqx.filter_grad(lambda mm: jnp.sum(jnp.asarray(w) * mm()))(m)
+    # d/dx Σ w exp(x) = w exp(x) on the free pixels.
+    assert_allclose(g.params, (w * img)[mask], rtol=1e-14)
+
+
+def test_jit_and_vmap():
+    imgs = np.stack([random_image(GRID, seed=s) for s in range(3)])
+    models = jax.vmap(lambda p: em.PixelImage(GRID, p))(jnp.log(jnp.asarray(imgs)))
+    out = jax.vmap(lambda m: m())(models)
+    assert_allclose(out, imgs, rtol=1e-15)
+    m = em.PixelImage.from_image(imgs[0], GRID)
+    assert_allclose(eqx.filter_jit(lambda mm: mm())(m), imgs[0], rtol=1e-15)
+
+
+@pytest.mark.parametrize(
+    "kwargs,exc,match",
+    [
+        (dict(params=np.zeros((3, 3))), ValueError, "params"),
+        (dict(params=np.zeros((8, 10)), transform="sqrt"), ValueError, "transform"),
+        (dict(params=np.full((8, 10), np.nan)), ValueError, "params"),
+        (
+            dict(params=np.zeros((8, 10)), mask=np.zeros((8, 10), bool)),
+            ValueError,
+            "mask",
+        ),
+        (
+            dict(params=np.zeros((8, 10)), mask=np.ones((3, 3), bool)),
+            ValueError,
+            "mask",
+        ),
+    ],
+)
+def test_errors(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        em.PixelImage(GRID, **kwargs)
+
+
+def test_from_image_errors():
+    img = random_image(GRID)
+    img[0, 0] = 0.0
+    with pytest.raises(ValueError, match="strictly positive"):
+        em.PixelImage.from_image(img, GRID)
+    with pytest.raises(ValueError, match="shape"):
+        em.PixelImage.from_image(np.ones((3, 3)), GRID)
+    # Zero pixels are fine outside the mask, or with the identity transform.
+    mask = np.ones(GRID.shape, bool)
+    mask[0, 0] = False
+    em.PixelImage.from_image(img, GRID, mask=mask)
+    em.PixelImage.from_image(img, GRID, transform="identity")
