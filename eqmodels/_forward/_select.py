@@ -1,0 +1,46 @@
+"""Pick a forward model by name."""
+
+from jaxtyping import ArrayLike, Float
+
+from .._grid import ImageGrid
+from ._base import AbstractForwardModel
+from ._direct import DirectFT
+from ._nufft import NUFFT
+from ._separable import SeparableFT
+
+
+FORWARD_KINDS: dict[str, type[AbstractForwardModel]] = {
+    "direct": DirectFT,
+    "separable": SeparableFT,
+    "nufft": NUFFT,
+}
+
+
+def make_forward(
+    kind: str,
+    grid: ImageGrid,
+    u: Float[ArrayLike, "*points"],
+    v: Float[ArrayLike, "*points"],
+    **kwargs,
+) -> AbstractForwardModel:
+    """Build a forward model from its short name.
+
+    **Arguments:**
+
+    - `kind`: `"direct"` ([`eqmodels.DirectFT`][]), `"separable"`
+      ([`eqmodels.SeparableFT`][]) or `"nufft"` ([`eqmodels.NUFFT`][]).
+    - `grid`, `u`, `v`: as for the forward models.
+    - `**kwargs`: passed on (`pulse`, `dtype`, and `eps` for the NUFFT).
+
+    **Returns:** the forward model.
+    """
+    if not isinstance(kind, str) or kind not in FORWARD_KINDS:
+        raise ValueError(
+            f"`forward` must be one of {tuple(FORWARD_KINDS)}, got {kind!r}."
+        )
+    cls = FORWARD_KINDS[kind]
+    if "eps" in kwargs and cls is not NUFFT:
+        raise TypeError(
+            f"`eps` is an option of the NUFFT only; `forward={kind!r}` is exact."
+        )
+    return cls(grid, u, v, **kwargs)
