@@ -33,6 +33,24 @@ except importlib.metadata.PackageNotFoundError:  # running from a source tree
     __version__ = "0.0.0"
 
 # --- data products and I/O (issue 3) ---
+from ._data._derived import (
+    amplitudes as amplitudes,
+    bispectra as bispectra,
+    closure_amplitudes as closure_amplitudes,
+    closure_phases as closure_phases,
+    log_closure_amplitudes as log_closure_amplitudes,
+)
+from ._data._fitsimage import load_fits as load_fits, save_fits as save_fits
+from ._data._gains import apply_gains as apply_gains
+from ._data._noise import (
+    add_fractional_noise as add_fractional_noise,
+    add_systematic_noise as add_systematic_noise,
+)
+from ._data._observe import (
+    observe as observe,
+    thermal_sigma as thermal_sigma,
+    uv_tracks as uv_tracks,
+)
 from ._data._products import (
     AmpProducts as AmpProducts,
     BispectrumProducts as BispectrumProducts,
@@ -40,6 +58,10 @@ from ._data._products import (
     ClosurePhaseProducts as ClosurePhaseProducts,
     LogClosureAmpProducts as LogClosureAmpProducts,
 )
+from ._data._stations import EHT2017 as EHT2017, StationTable as StationTable
+from ._data._uvfits import load_uvfits as load_uvfits
+from ._data._visdata import concatenate as concatenate, VisData as VisData
+
 # --- end data ---
 
 # --- terms, regularizers, image models, objective (issue 4) ---

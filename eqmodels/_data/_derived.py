@@ -1,0 +1,334 @@
+"""Derived data products: debiased amplitudes, bispectra, closure phases, closure
+amplitudes and log closure amplitudes, with eht-imaging's debiasing and sigmas.
+
+Every function returns one of the containers of `eqmodels/_data/_products.py`:
+each row carries the (u, v) of its legs **already oriented** (a leg walked
+backwards has `(-u, -v)`, so a data term computes `V̂1 V̂2 V̂3` from the forward
+model at the legs directly), the `sign` of each leg, the station indices and
+the timestamp.
+
+Formulas (CONVENTIONS.md; eht-imaging 1.3.2), with `σ_i` the visibility sigmas:
+
+- amplitude: `A = sqrt(|V|² - σ²)` if `|V| > σ` else 0 (`debias=True`).
+- bispectrum: `B = V1 V2 V3`, `σ_B = |B| sqrt(Σ σ_i²/|V_i|²)`.
+- closure phase: `ψ = arg B`, `σ_ψ = σ_B / |B|` (radians).
+- closure amplitude: with `p_i` the amplitudes debiased as eht-imaging does
+  (`sqrt(|V|² - σ²)`, or `σ` where `|V| < σ`), `snr_i = p_i / σ_i`:
+  `C = p1 p2 / (p3 p4)`, `σ_C = C sqrt(Σ 1/snr_i²)`, debiased
+  `C / (1 + 1/snr3² + 1/snr4²)`.
+- log closure amplitude: `ln C`, `σ = sqrt(Σ 1/snr_i²)`, debiased
+  `+ ½ (1/snr1² + 1/snr2² - 1/snr3² - 1/snr4²)`.
+
+With `debias=False` the raw amplitudes are used and no closure debiasing is done.
+"""
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+
+from ._closures import check_closures, closure_index
+from ._noise import (
+    add_fractional_noise,
+    check_fraction,
+    debiased_amplitude,
+    systematic_level,
+)
+from ._products import (
+    AmpProducts,
+    BispectrumProducts,
+    ClosureAmpProducts,
+    ClosurePhaseProducts,
+    LogClosureAmpProducts,
+)
+from ._visdata import VisData
+
+
+def _check_data(data):
+    if not isinstance(data, VisData):
+        raise TypeError(f"`data` must be a VisData, got {type(data).__name__}.")
+
+
+def _check_cut(name, x):
+    if x is None:
+        return None
+    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+        raise ValueError(f"`{name}` must be a finite number or None, got {x!r}.")
+    if x < 0:
+        raise ValueError(f"`{name}` must be >= 0, got {x!r}.")
+    return float(x)
+
+
+def _empty(what, data, why):
+    raise ValueError(
+        f"no {what} can be formed from this data ({data.n_rows} rows, stations "
+        f"{list(data.stations_present())}){why}."
+    )
+
+
+def amplitudes(
+    data: VisData,
+    *,
+    debias: bool = True,
+    snr_cut: float | int | None = None,
+    systematic_noise: float | int | dict = 0.0,
+) -> AmpProducts:
+    """Visibility amplitudes, one row per visibility.
+
+    **Arguments:**
+
+    - `data`: a [`eqmodels.VisData`][].
+    - `debias`: `A = sqrt(|V|² - σ²)` where `|V| > σ`, else 0; `False` keeps `|V|`.
+    - `snr_cut`: drop rows with `A/σ < snr_cut` (before systematic noise).
+    - `systematic_noise`: per-station fraction `f` (`σ' = sqrt(σ² + 2 f² A²)`) or a
+      dict `{station: f}` (`σ' = sqrt(σ² + (f1² + f2²) A²)`).
+
+    **Returns:** [`eqmodels.AmpProducts`][].
+    """
+    _check_data(data)
+    snr_cut = _check_cut("snr_cut", snr_cut)
+    vis = np.asarray(data.vis)
+    sigma = np.asarray(data.sigma)
+    amp = debiased_amplitude(vis, sigma) if debias else np.abs(vis)
+    level = systematic_level(data, systematic_noise)
+    keep = np.ones(data.n_rows, bool) if snr_cut is None else amp / sigma >= snr_cut
+    if not np.any(keep):
+        _empty("amplitudes", data, f" above snr_cut={snr_cut}")
+    sig = np.sqrt(sigma**2 + (level * amp) ** 2)
+    return AmpProducts(
+        u=jnp.asarray(np.asarray(data.u)[keep]),
+        v=jnp.asarray(np.asarray(data.v)[keep]),
+        amp=jnp.asarray(amp[keep]),
+        sigma=jnp.asarray(sig[keep]),
+        time=jnp.asarray(np.asarray(data.time)[keep]),
+        stations=jnp.asarray(
+            np.stack([np.asarray(data.ant1), np.asarray(data.ant2)], axis=1)[keep]
+        ),
+    )
+
+
+def _closure_inputs(data, uv_min, fractional_noise):
+    uv_min = _check_cut("uv_min", uv_min)
+    if check_fraction("fractional_noise", fractional_noise) > 0:
+        data = add_fractional_noise(data, fractional_noise)
+    allowed = np.ones(data.n_rows, bool) if uv_min is None else data.uvdist >= uv_min
+    idx = np.flatnonzero(allowed)
+    a = data._arrays()
+    return data, a, idx
+
+
+def _legs(a, idx, kind, closures):
+    rows, signs, stations, times = closure_index(
+        a["time"][idx], a["band"][idx], a["ant1"][idx], a["ant2"][idx], kind, closures
+    )
+    rows = idx[rows]
+    u = signs * a["u"][rows]
+    v = signs * a["v"][rows]
+    vis = a["vis"][rows]
+    vis = np.where(signs > 0, vis, np.conj(vis))
+    sig = a["sigma"][rows]
+    return u, v, signs, vis, sig, stations, times
+
+
+def _bispectra_np(data, closures, uv_min, snr_cut, fractional_noise):
+    _check_data(data)
+    check_closures(closures)
+    snr_cut = _check_cut("snr_cut", snr_cut)
+    data, a, idx = _closure_inputs(data, uv_min, fractional_noise)
+    u, v, signs, vis, sig, stations, times = _legs(a, idx, "triangle", closures)
+    bis = vis[:, 0] * vis[:, 1] * vis[:, 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sig_b = np.abs(bis) * np.sqrt(np.sum(sig**2 / np.abs(vis) ** 2, axis=1))
+        keep = np.isfinite(sig_b) & (sig_b > 0)
+        if snr_cut is not None:
+            keep &= np.abs(bis) / sig_b >= snr_cut
+    if not np.any(keep):
+        _empty("closed triangles", data, " (need >= 3 stations with all 3 baselines)")
+    return (
+        u[keep],
+        v[keep],
+        signs[keep],
+        bis[keep],
+        sig_b[keep],
+        stations[keep],
+        times[keep],
+    )
+
+
+def bispectra(
+    data: VisData,
+    *,
+    closures: str = "min",
+    uv_min: float | int | None = None,
+    snr_cut: float | int | None = None,
+    fractional_noise: float | int = 0.0,
+) -> BispectrumProducts:
+    """Bispectra `B = V1 V2 V3` over closed triangles, per timestamp.
+
+    **Arguments:**
+
+    - `data`: a [`eqmodels.VisData`][] (closures never mix bands).
+    - `closures`: `"min"` (a minimal independent set per timestamp,
+      eht-imaging's; `(n-1)(n-2)/2` triangles with `n` stations) or `"all"`.
+    - `uv_min`: leave out baselines shorter than this (wavelengths; e.g. the
+      intra-site ALMA–APEX and JCMT–SMA baselines) before forming triangles.
+    - `snr_cut`: drop triangles with `|B|/σ_B < snr_cut`.
+    - `fractional_noise`: add `f |V|` in quadrature to each visibility sigma first
+      (see [`eqmodels.add_fractional_noise`][]).
+
+    **Returns:** [`eqmodels.BispectrumProducts`][]; `σ_B = |B| sqrt(Σ σ_i²/|V_i|²)`.
+    """
+    u, v, signs, bis, sig_b, stations, times = _bispectra_np(
+        data, closures, uv_min, snr_cut, fractional_noise
+    )
+    return BispectrumProducts(
+        u=jnp.asarray(u),
+        v=jnp.asarray(v),
+        sign=jnp.asarray(signs),
+        bispectrum=jnp.asarray(bis),
+        sigma=jnp.asarray(sig_b),
+        time=jnp.asarray(times),
+        stations=jnp.asarray(stations),
+    )
+
+
+def closure_phases(
+    data: VisData,
+    *,
+    closures: str = "min",
+    uv_min: float | int | None = None,
+    snr_cut: float | int | None = None,
+    fractional_noise: float | int = 0.0,
+    systematic_cphase_noise: float | int = 0.0,
+) -> ClosurePhaseProducts:
+    """Closure phases `ψ = arg(V1 V2 V3)` in **radians**, per timestamp.
+
+    **Arguments:** as [`eqmodels.bispectra`][] (`snr_cut` applies to the
+    bispectrum SNR), plus
+
+    - `systematic_cphase_noise`: a systematic closure-phase error in **degrees**,
+      added in quadrature: `σ_ψ' = sqrt(σ_ψ² + (s π/180)²)` (eht-imaging's
+      `systematic_cphase_noise`).
+
+    **Returns:** [`eqmodels.ClosurePhaseProducts`][] with `σ_ψ = σ_B/|B|`.
+    """
+    if isinstance(systematic_cphase_noise, bool) or not isinstance(
+        systematic_cphase_noise, int | float
+    ):
+        raise TypeError(
+            "`systematic_cphase_noise` must be a number of degrees, got "
+            f"{systematic_cphase_noise!r}."
+        )
+    if not (math.isfinite(systematic_cphase_noise) and systematic_cphase_noise >= 0):
+        raise ValueError(
+            "`systematic_cphase_noise` must be finite and >= 0 (degrees), got "
+            f"{systematic_cphase_noise!r}."
+        )
+    u, v, signs, bis, sig_b, stations, times = _bispectra_np(
+        data, closures, uv_min, snr_cut, fractional_noise
+    )
+    sig = np.hypot(sig_b / np.abs(bis), math.radians(systematic_cphase_noise))
+    return ClosurePhaseProducts(
+        u=jnp.asarray(u),
+        v=jnp.asarray(v),
+        sign=jnp.asarray(signs),
+        cphase=jnp.asarray(np.angle(bis)),
+        sigma=jnp.asarray(sig),
+        time=jnp.asarray(times),
+        stations=jnp.asarray(stations),
+    )
+
+
+def _camp_np(data, closures, uv_min, snr_cut, fractional_noise, debias, log):
+    _check_data(data)
+    check_closures(closures)
+    snr_cut = _check_cut("snr_cut", snr_cut)
+    data, a, idx = _closure_inputs(data, uv_min, fractional_noise)
+    u, v, signs, vis, sig, stations, times = _legs(a, idx, "quadrangle", closures)
+    if debias:
+        p = debiased_amplitude(vis, sig, force_nonzero=True)
+    else:
+        p = np.abs(vis)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv_snr2 = (sig / p) ** 2
+        err = np.sqrt(np.sum(inv_snr2, axis=1))
+        if log:
+            val = np.log(p[:, 0]) + np.log(p[:, 1]) - np.log(p[:, 2]) - np.log(p[:, 3])
+            if debias:
+                val = val + 0.5 * (
+                    inv_snr2[:, 0] + inv_snr2[:, 1] - inv_snr2[:, 2] - inv_snr2[:, 3]
+                )
+            snr = 1.0 / err
+        else:
+            val = p[:, 0] * p[:, 1] / (p[:, 2] * p[:, 3])
+            err = val * err
+            if debias:
+                val = val / (1.0 + inv_snr2[:, 2] + inv_snr2[:, 3])
+            snr = val / err
+        keep = np.isfinite(val) & np.isfinite(err) & (err > 0)
+        if snr_cut is not None:
+            keep &= snr >= snr_cut
+    if not np.any(keep):
+        _empty("closed quadrangles", data, " (need >= 4 stations with all 4 baselines)")
+    return u[keep], v[keep], val[keep], err[keep], stations[keep], times[keep]
+
+
+def closure_amplitudes(
+    data: VisData,
+    *,
+    closures: str = "min",
+    uv_min: float | int | None = None,
+    snr_cut: float | int | None = None,
+    fractional_noise: float | int = 0.0,
+    debias: bool = True,
+) -> ClosureAmpProducts:
+    """Closure amplitudes `C = |V_ab||V_cd| / (|V_ad||V_bc|)` per quadrangle
+    `(a, b, c, d)` = `stations` row; legs in that order (`u[:, 0]` is `ab`,
+    `u[:, 1]` `cd`, `u[:, 2]` `ad`, `u[:, 3]` `bc`), eht-imaging's convention.
+
+    **Arguments:** as [`eqmodels.bispectra`][] (`"min"`: `n(n-3)/2` quadrangles
+    with `n` stations; `snr_cut` drops `C/σ_C < snr_cut`), plus `debias`
+    (eht-imaging's amplitude and closure-amplitude debiasing, see the module
+    docs).
+
+    **Returns:** [`eqmodels.ClosureAmpProducts`][].
+    """
+    u, v, val, err, stations, times = _camp_np(
+        data, closures, uv_min, snr_cut, fractional_noise, debias, log=False
+    )
+    return ClosureAmpProducts(
+        u=jnp.asarray(u),
+        v=jnp.asarray(v),
+        camp=jnp.asarray(val),
+        sigma=jnp.asarray(err),
+        time=jnp.asarray(times),
+        stations=jnp.asarray(stations),
+    )
+
+
+def log_closure_amplitudes(
+    data: VisData,
+    *,
+    closures: str = "min",
+    uv_min: float | int | None = None,
+    snr_cut: float | int | None = None,
+    fractional_noise: float | int = 0.0,
+    debias: bool = True,
+) -> LogClosureAmpProducts:
+    """Log closure amplitudes `ln|V_ab| + ln|V_cd| - ln|V_ad| - ln|V_bc|`, same
+    quadrangles and leg order as [`eqmodels.closure_amplitudes`][];
+    `σ = sqrt(Σ 1/snr_i²)`; `snr_cut` drops `1/σ < snr_cut`.
+
+    **Returns:** [`eqmodels.LogClosureAmpProducts`][].
+    """
+    u, v, val, err, stations, times = _camp_np(
+        data, closures, uv_min, snr_cut, fractional_noise, debias, log=True
+    )
+    return LogClosureAmpProducts(
+        u=jnp.asarray(u),
+        v=jnp.asarray(v),
+        logcamp=jnp.asarray(val),
+        sigma=jnp.asarray(err),
+        time=jnp.asarray(times),
+        stations=jnp.asarray(stations),
+    )

@@ -1,0 +1,127 @@
+"""FITS images: writing (and reading back) an image on an `ImageGrid`."""
+
+import math
+import os
+
+import numpy as np
+
+from .._grid import ImageGrid
+from .._image._base import AbstractImageModel
+from ._uvfits import import_astropy_fits
+
+
+def _as_image_array(image, grid):
+    if isinstance(image, AbstractImageModel):
+        image = image()
+    arr = np.asarray(image)
+    if np.iscomplexobj(arr) or not np.issubdtype(arr.dtype, np.number):
+        raise TypeError(f"`image` must be a real array (Jy/pixel), got {arr.dtype}.")
+    if arr.shape != grid.shape:
+        raise ValueError(
+            f"`image` has shape {arr.shape} but `grid` is {grid.shape} (ny, nx)."
+        )
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("`image` has non-finite pixels (NaN or inf).")
+    return arr.astype(np.float64)
+
+
+def save_fits(
+    image,
+    grid: ImageGrid,
+    path: str | os.PathLike,
+    *,
+    ra: float | int = 0.0,
+    dec: float | int = 0.0,
+    freq: float | int | None = None,
+    mjd: int | None = None,
+    source: str = "unknown",
+    overwrite: bool = False,
+) -> None:
+    """Write an image as a FITS primary HDU that standard tools (astropy.wcs,
+    ds9, eht-imaging) read with the right orientation and scale.
+
+    The array is stored with FITS axis 1 = RA (`CTYPE1 = 'RA---SIN'`,
+    `CDELT1 = -psize` in degrees: RA grows to the left) and axis 2 = Dec
+    (`CDELT2 = +psize`, north up), i.e. our `img[iy, ix]` flipped vertically.
+    The phase centre (`CRVAL1/2` = `ra`, `dec`) sits at
+    `CRPIX = n/2 + 1/2` (1-based), matching the pixel-centre convention of
+    [`eqmodels.ImageGrid`][]. Units `BUNIT = 'JY/PIXEL'`.
+
+    **Arguments:**
+
+    - `image`: `(ny, nx)` array (Jy/pixel) or an image model.
+    - `grid`: its [`eqmodels.ImageGrid`][].
+    - `path`: output file.
+    - `ra`, `dec`: phase-centre position in degrees.
+    - `freq`: observing frequency in Hz (written as `FREQ` and a third axis);
+      `mjd`: written as `MJD-OBS`; `source`: `OBJECT`.
+    - `overwrite`: replace an existing file.
+    """
+    fits = import_astropy_fits()
+    if not isinstance(grid, ImageGrid):
+        raise TypeError(f"`grid` must be an ImageGrid, got {type(grid).__name__}.")
+    arr = _as_image_array(image, grid)
+    if not -90 <= dec <= 90 or not math.isfinite(ra):
+        raise ValueError(
+            f"`ra`, `dec` must be degrees with |dec| <= 90, got {ra}, {dec}."
+        )
+    path = os.fspath(path)
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(f"{path!r} exists; pass `overwrite=True` to replace it.")
+    psize_deg = math.degrees(grid.psize)
+    hdu = fits.PrimaryHDU(arr[::-1, :])
+    h = hdu.header
+    h["OBJECT"] = source
+    h["CTYPE1"] = "RA---SIN"
+    h["CRVAL1"] = float(ra)
+    h["CDELT1"] = -psize_deg
+    h["CRPIX1"] = grid.nx / 2 + 0.5
+    h["CUNIT1"] = "deg"
+    h["CTYPE2"] = "DEC--SIN"
+    h["CRVAL2"] = float(dec)
+    h["CDELT2"] = psize_deg
+    h["CRPIX2"] = grid.ny / 2 + 0.5
+    h["CUNIT2"] = "deg"
+    h["BUNIT"] = "JY/PIXEL"
+    h["EQUINOX"] = 2000.0
+    h["RADESYS"] = "FK5"
+    h["PSIZE"] = (grid.psize, "pixel size (radians)")
+    if freq is not None:
+        if not (math.isfinite(freq) and freq > 0):
+            raise ValueError(f"`freq` must be > 0 (Hz), got {freq!r}.")
+        h["FREQ"] = float(freq)
+    if mjd is not None:
+        h["MJD-OBS"] = float(mjd)
+    hdu.writeto(path, overwrite=overwrite)
+
+
+def load_fits(path: str | os.PathLike) -> tuple[np.ndarray, ImageGrid]:
+    """Read an image written by [`eqmodels.save_fits`][] (or any FITS image with
+    square pixels, `CDELT1 < 0 < CDELT2`).
+
+    **Returns:** `(image, grid)`: the `(ny, nx)` array in our orientation (row 0
+    north, column 0 east) and its [`eqmodels.ImageGrid`][].
+    """
+    fits = import_astropy_fits()
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such FITS file: {path!r}")
+    try:
+        with fits.open(path, memmap=False) as hdul:
+            data = hdul[0].data
+            header = hdul[0].header
+            if data is None:
+                raise ValueError("the primary HDU has no image")
+            data = np.asarray(data, np.float64)
+    except Exception as e:
+        raise ValueError(f"{path!r} could not be read as a FITS image ({e}).") from e
+    data = np.squeeze(data)
+    if data.ndim != 2:
+        raise ValueError(f"{path!r}: expected a 2-d image, got shape {data.shape}.")
+    d1, d2 = header.get("CDELT1"), header.get("CDELT2")
+    if d1 is None or d2 is None or not math.isclose(abs(d1), abs(d2), rel_tol=1e-9):
+        raise ValueError(f"{path!r}: needs square pixels (CDELT1 = -CDELT2).")
+    img = data[::-1, :] if d2 > 0 else data
+    img = img[:, ::-1] if d1 > 0 else img
+    grid = ImageGrid(img.shape[0], img.shape[1], math.radians(abs(d1)))
+    return np.ascontiguousarray(img), grid

@@ -1,0 +1,138 @@
+"""Station tables (names, ECEF positions, SEFDs) and the shipped EHT 2017 array."""
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float
+
+
+class StationTable(eqx.Module, strict=True):
+    """A table of stations: names, Earth-fixed (ECEF) positions and system
+    equivalent flux densities, the input of [`eqmodels.observe`][].
+
+    Positions are geocentric `(X, Y, Z)` in metres (X toward the Greenwich
+    meridian on the equator, Z toward the north pole); SEFDs in Jy (per
+    polarisation, at the observing frequency); `el_min` is each station's
+    elevation limit in degrees.
+    """
+
+    names: tuple[str, ...] = eqx.field(static=True)
+    xyz: Float[Array, "n_st 3"]
+    sefd: Float[Array, " n_st"]
+    el_min: Float[Array, " n_st"]
+
+    def __init__(
+        self,
+        names,
+        xyz: ArrayLike | list | tuple,
+        sefd: ArrayLike | list | tuple,
+        el_min: ArrayLike | list | tuple = 10.0,
+    ):
+        """**Arguments:**
+
+        - `names`: station codes, unique strings (e.g. `("AA", "AP", ...)`).
+        - `xyz`: ECEF positions in metres, shape `(n_st, 3)`.
+        - `sefd`: system equivalent flux density of each station in Jy (> 0).
+        - `el_min`: elevation limit in degrees, one for all or one per station.
+        """
+        names = _check_names("names", names)
+        n = len(names)
+        xyz = np.asarray(xyz, np.float64)
+        if xyz.shape != (n, 3):
+            raise ValueError(
+                f"`xyz` must have shape (n_stations, 3) = ({n}, 3), got {xyz.shape}."
+            )
+        if not np.all(np.isfinite(xyz)):
+            raise ValueError("`xyz` has non-finite station positions.")
+        radius = np.linalg.norm(xyz, axis=1)
+        if np.any((radius < 6.0e6) | (radius > 6.5e6)):
+            bad = names[int(np.argmax((radius < 6.0e6) | (radius > 6.5e6)))]
+            raise ValueError(
+                f"station {bad!r} is {radius.max():.4g} m from the Earth's centre: "
+                "`xyz` must be geocentric (ECEF) positions in metres."
+            )
+        sefd = np.broadcast_to(np.asarray(sefd, np.float64), (n,))
+        if not np.all(np.isfinite(sefd) & (sefd > 0)):
+            raise ValueError("`sefd` must be finite and > 0 (Jy) for every station.")
+        el_min = np.broadcast_to(np.asarray(el_min, np.float64), (n,))
+        if not np.all(np.isfinite(el_min) & (el_min >= -90) & (el_min < 90)):
+            raise ValueError("`el_min` must be an elevation in degrees in [-90, 90).")
+        self.names = names
+        self.xyz = jnp.asarray(xyz)
+        self.sefd = jnp.asarray(np.array(sefd))
+        self.el_min = jnp.asarray(np.array(el_min))
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def select(self, names) -> "StationTable":
+        """The sub-table of the stations `names` (in the order given)."""
+        names = _check_names("names", names)
+        missing = [s for s in names if s not in self.names]
+        if missing:
+            raise ValueError(
+                f"unknown station(s) {missing}; this table has {list(self.names)}."
+            )
+        idx = [self.names.index(s) for s in names]
+        return StationTable(
+            names,
+            np.asarray(self.xyz)[idx],
+            np.asarray(self.sefd)[idx],
+            np.asarray(self.el_min)[idx],
+        )
+
+    def __repr__(self) -> str:
+        rows = ", ".join(
+            f"{s}: {float(f):.4g} Jy" for s, f in zip(self.names, np.asarray(self.sefd))
+        )
+        return f"StationTable({len(self.names)} stations; SEFD {rows})"
+
+
+def _check_names(arg: str, names) -> tuple[str, ...]:
+    if isinstance(names, str):
+        names = (names,)
+    try:
+        names = tuple(names)
+    except TypeError:
+        raise TypeError(f"`{arg}` must be a sequence of station names, got {names!r}.")
+    if not names:
+        raise ValueError(f"`{arg}` is empty: give at least one station name.")
+    for s in names:
+        if not isinstance(s, str) or not s:
+            raise TypeError(f"`{arg}` must hold non-empty strings, got {s!r}.")
+    if len(set(names)) != len(names):
+        raise ValueError(f"`{arg}` has repeated station names: {list(names)}.")
+    return names
+
+
+# The EHT 2017 array (230 GHz).
+# - Positions: the AIPS AN tables of the EHT 2017 public data releases (M87
+#   2019-D01-01 for AA AP AZ JC LM PV SM; Sgr A* 2022-D02-01 for SP), metres ECEF.
+# - SEFDs: typical 2017 station SEFDs in Jy from The EHT Collaboration 2019,
+#   "First M87 EHT Results. II. Array and Instrumentation", ApJL 875, L2, Table 2
+#   (see also Paper III, ApJL 875, L3, for the a-priori amplitude calibration).
+#   These are representative median values; they were not re-checked against the
+#   published table text when this file was written, so treat them as typical,
+#   not as the calibration of any one night.
+# Codes follow the 2017 uvfits files: AA = phased ALMA, AP = APEX, AZ = SMT
+# (Arizona), JC = JCMT, LM = LMT, PV = IRAM 30 m (Pico Veleta), SM = SMA (phased),
+# SP = SPT (South Pole).
+_EHT2017_ROWS = (
+    ("AA", (2225060.8136, -5440059.59994, -2481681.15054), 74.0),
+    ("AP", (2225039.5297, -5441197.6292, -2479303.3597), 4700.0),
+    ("AZ", (-1828796.2, -5054406.8, 3427865.2), 17100.0),
+    ("JC", (-5464584.676, -2493001.17, 2150653.982), 10500.0),
+    ("LM", (-768715.632, -5988507.072, 2063354.852), 4500.0),
+    ("PV", (5088967.74544, -301681.18586, 3825012.20561), 1900.0),
+    ("SM", (-5464555.493, -2492927.989, 2150797.176), 6200.0),
+    ("SP", (809.7616, -816.848, -6359568.7286), 19300.0),
+)
+
+#: The EHT 2017 array: stations, ECEF positions and typical SEFDs (Jy), elevation
+#: limit 10°. Use `EHT2017.select([...])` for a subset (SP never sees M87).
+EHT2017 = StationTable(
+    tuple(r[0] for r in _EHT2017_ROWS),
+    np.array([r[1] for r in _EHT2017_ROWS]),
+    np.array([r[2] for r in _EHT2017_ROWS]),
+    10.0,
+)

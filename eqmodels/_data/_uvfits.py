@@ -1,0 +1,290 @@
+"""Reading calibrated uvfits (random-groups) files into `VisData`."""
+
+import os
+import warnings
+
+import numpy as np
+
+from ._visdata import VisData
+
+
+# AIPS Stokes codes (AIPS memo 117).
+_STOKES = {1: "I", 2: "Q", 3: "U", 4: "V", -1: "RR", -2: "LL", -3: "RL", -4: "LR"}
+_STOKES.update({-5: "XX", -6: "YY", -7: "XY", -8: "YX"})
+
+
+def import_astropy_fits():
+    try:
+        from astropy.io import fits
+    except ImportError as e:
+        raise ImportError(
+            "reading and writing FITS files needs astropy: "
+            "`pip install 'eqmodels[io]'` (or `pip install astropy`)."
+        ) from e
+    return fits
+
+
+class UVFITSError(ValueError):
+    """A file that is not a readable uvfits visibility file."""
+
+
+def load_uvfits(path: str | os.PathLike) -> VisData:
+    """Read a calibrated uvfits file (random-groups visibilities) as Stokes I.
+
+    What it does, following eht-imaging's `load_uvfits`:
+
+    - per polarisation (RR, LL; or XX, YY; or a Stokes I file), an inverse-variance
+      weighted average over IFs and channels of the entries with weight > 0;
+      `σ_pol = 1/sqrt(Σ w)`;
+    - Stokes `I = (RR + LL)/2` with `σ_I = ½ sqrt(σ_RR² + σ_LL²)` when both are
+      present, the one present hand otherwise;
+    - rows where no polarisation has weight > 0 are **dropped and counted** in
+      `VisData.n_flagged`; autocorrelations are dropped;
+    - `u, v` (stored in light-seconds) times the reference frequency (the AN
+      table's `FREQ`, else the FREQ axis) give wavelengths;
+    - `time` in hours since 0 h UTC of `mjd = floor(min JD - 2400000.5)`;
+    - stations (names, ECEF positions plus the `ARRAYX/Y/Z` centre) from the
+      `AIPS AN` table, in table order; rows are re-oriented so that
+      `ant1 < ant2`, and sorted by time.
+
+    **Arguments:**
+
+    - `path`: the file.
+
+    **Returns:** a [`eqmodels.VisData`][].
+
+    **Raises:** `FileNotFoundError` for a missing file; `ValueError` for a file
+    that is not FITS, is truncated or corrupt, is not random-groups visibility
+    data, lacks the `AIPS AN` table or a needed axis/parameter, or has no
+    unflagged Stokes I data. astropy is needed (the `io` extra).
+    """
+    fits = import_astropy_fits()
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such uvfits file: {path!r}")
+    if os.path.isdir(path):
+        raise UVFITSError(f"{path!r} is a directory, not a uvfits file.")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            with fits.open(path, memmap=False) as hdul:
+                hdul.verify("silentfix")
+                parts = _read(hdul, path)
+        except UVFITSError:
+            raise
+        except Exception as e:  # astropy raises many types on bad files
+            truncated = any("truncated" in str(w.message) for w in caught)
+            what = "is truncated or corrupt" if truncated else "could not be read"
+            raise UVFITSError(
+                f"{path!r} {what} as a uvfits file ({type(e).__name__}: {e})."
+            ) from e
+    for w in caught:
+        if "truncated" in str(w.message):
+            raise UVFITSError(f"{path!r} is truncated: {w.message}")
+    return VisData(**parts)
+
+
+def _read(hdul, path) -> dict:
+    from astropy.io.fits import GroupsHDU
+
+    primary = hdul[0]
+    if not isinstance(primary, GroupsHDU) or primary.data is None:
+        raise UVFITSError(
+            f"{path!r} is a FITS file but not uvfits: its primary HDU holds no "
+            "random-groups visibility data (GROUPS = T)."
+        )
+    header = primary.header
+    groups = primary.data
+    try:
+        an = hdul["AIPS AN"]
+    except KeyError:
+        raise UVFITSError(
+            f"{path!r} has no 'AIPS AN' (antenna) table: station names and "
+            "positions cannot be read."
+        )
+    for col in ("ANNAME", "STABXYZ", "NOSTA"):
+        if col not in an.columns.names:
+            raise UVFITSError(f"{path!r}: the AIPS AN table has no {col!r} column.")
+
+    # -- axes of the DATA array (numpy order is reversed, axis 0 = groups) -----
+    naxis = header["NAXIS"]
+    ctypes = {}
+    for k in range(2, naxis + 1):
+        ctypes[str(header.get(f"CTYPE{k}", "")).strip().upper()] = k
+    for needed in ("COMPLEX", "STOKES", "FREQ"):
+        if needed not in ctypes:
+            raise UVFITSError(f"{path!r}: the data have no {needed} axis (CTYPEn).")
+    raw = np.asarray(groups.data, np.float64)
+
+    def np_axis(k):
+        return 1 + naxis - k
+
+    ax = {name: np_axis(k) for name, k in ctypes.items()}
+    order = [0, ax.get("IF"), ax["FREQ"], ax["STOKES"], ax["COMPLEX"]]
+    rest = [i for i in range(raw.ndim) if i not in order]
+    for i in rest:
+        if raw.shape[i] != 1:
+            raise UVFITSError(
+                f"{path!r}: axis {i} of the data has length {raw.shape[i]}; only "
+                "single-pointing files are supported."
+            )
+    if ax.get("IF") is None:
+        raw = np.expand_dims(raw, raw.ndim)
+        order[1] = raw.ndim - 1
+    raw = np.transpose(raw, order + [i for i in range(raw.ndim) if i not in order])
+    raw = raw.reshape(raw.shape[:5])  # (n, n_if, n_chan, n_stokes, n_complex)
+    if raw.shape[4] < 3:
+        raise UVFITSError(
+            f"{path!r}: the COMPLEX axis has {raw.shape[4]} entries; need "
+            "(real, imaginary, weight)."
+        )
+    k = ctypes["STOKES"]
+    crval = header.get(f"CRVAL{k}", 1.0)
+    cdelt = header.get(f"CDELT{k}", 1.0)
+    crpix = header.get(f"CRPIX{k}", 1.0)
+    codes = [int(round(crval + (i + 1 - crpix) * cdelt)) for i in range(raw.shape[3])]
+    names = [_STOKES.get(c, str(c)) for c in codes]
+    if "I" in names:
+        hands = [names.index("I")]
+    elif "RR" in names or "LL" in names:
+        hands = [names.index(h) for h in ("RR", "LL") if h in names]
+    elif "XX" in names or "YY" in names:
+        hands = [names.index(h) for h in ("XX", "YY") if h in names]
+    else:
+        raise UVFITSError(
+            f"{path!r}: no Stokes I, RR/LL or XX/YY data (polarisations {names})."
+        )
+
+    n = raw.shape[0]
+    vis_pol, sig_pol, ok_pol = [], [], []
+    for h in hands:
+        re, im, w = raw[:, :, :, h, 0], raw[:, :, :, h, 1], raw[:, :, :, h, 2]
+        good = np.isfinite(re) & np.isfinite(im) & np.isfinite(w) & (w > 0)
+        wg = np.where(good, w, 0.0)
+        wsum = wg.sum(axis=(1, 2))
+        ok = wsum > 0
+        safe = np.where(ok, wsum, 1.0)
+        vr = np.where(good, re, 0.0)
+        vi = np.where(good, im, 0.0)
+        vis_pol.append(
+            ((wg * vr).sum(axis=(1, 2)) + 1j * (wg * vi).sum(axis=(1, 2))) / safe
+        )
+        sig_pol.append(1.0 / np.sqrt(safe))
+        ok_pol.append(ok)
+    if len(hands) == 2:
+        both = ok_pol[0] & ok_pol[1]
+        vis = np.where(
+            both,
+            0.5 * (vis_pol[0] + vis_pol[1]),
+            np.where(ok_pol[0], vis_pol[0], vis_pol[1]),
+        )
+        sigma = np.where(
+            both,
+            0.5 * np.sqrt(sig_pol[0] ** 2 + sig_pol[1] ** 2),
+            np.where(ok_pol[0], sig_pol[0], sig_pol[1]),
+        )
+        valid = ok_pol[0] | ok_pol[1]
+    else:
+        vis, sigma, valid = vis_pol[0], sig_pol[0], ok_pol[0]
+
+    # -- random parameters -------------------------------------------------------
+    parnames = [p.strip().upper() for p in groups.parnames]
+
+    def par(name_options):
+        for name in name_options:
+            idx = [i for i, p in enumerate(parnames) if p == name]
+            if idx:
+                return sum(np.asarray(groups.par(i), np.float64) for i in idx)
+        raise UVFITSError(
+            f"{path!r}: no {name_options[0]!r} random parameter (have {parnames})."
+        )
+
+    an_freq = an.header.get("FREQ")
+    if an_freq is None or not np.isfinite(an_freq) or an_freq <= 0:
+        an_freq = header.get(f"CRVAL{ctypes['FREQ']}")
+    freq = float(an_freq)
+    u = par(["UU---SIN", "UU", "UU--", "UU---NCP"]) * freq
+    v = par(["VV---SIN", "VV", "VV--", "VV---NCP"]) * freq
+    jd = par(["DATE"])
+    tint = par(["INTTIM"]) if "INTTIM" in parnames else np.zeros(n)
+    if "BASELINE" in parnames:
+        bl = par(["BASELINE"]).astype(np.int64)
+        a1, a2 = bl // 256, bl % 256
+    elif "ANTENNA1" in parnames and "ANTENNA2" in parnames:
+        a1 = par(["ANTENNA1"]).astype(np.int64)
+        a2 = par(["ANTENNA2"]).astype(np.int64)
+    else:
+        raise UVFITSError(f"{path!r}: no BASELINE (or ANTENNA1/2) random parameter.")
+
+    good = valid & (a1 != a2) & np.isfinite(u) & np.isfinite(v) & np.isfinite(jd)
+    n_flagged = int(np.sum(~valid))
+    if not np.any(good):
+        raise UVFITSError(
+            f"{path!r}: every row is flagged (weight <= 0) or an autocorrelation: "
+            "no Stokes I data left."
+        )
+
+    # -- stations -----------------------------------------------------------------
+    st_names = tuple(str(s).strip() for s in an.data["ANNAME"])
+    nosta = np.asarray(an.data["NOSTA"], np.int64)
+    xyz = np.asarray(an.data["STABXYZ"], np.float64).reshape(-1, 3)
+    centre = np.array([an.header.get(k, 0.0) for k in ("ARRAYX", "ARRAYY", "ARRAYZ")])
+    xyz = xyz + centre
+    lookup = {int(k): i for i, k in enumerate(nosta)}
+    missing = sorted(set(np.concatenate([a1[good], a2[good]]).tolist()) - set(lookup))
+    if missing:
+        raise UVFITSError(
+            f"{path!r}: baselines refer to antenna number(s) {missing} that are not "
+            "in the AIPS AN table."
+        )
+    ant1 = np.array([lookup[int(a)] for a in a1[good]], np.int64)
+    ant2 = np.array([lookup[int(a)] for a in a2[good]], np.int64)
+
+    jd = jd[good]
+    mjd = int(np.floor(np.min(jd) - 2400000.5))
+    time = (jd - 2400000.5 - mjd) * 24.0
+
+    # -- header metadata ----------------------------------------------------------
+    def header_angle(key, axis_name):
+        val = header.get(key)
+        if val is None and axis_name in ctypes:
+            val = header.get(f"CRVAL{ctypes[axis_name]}")
+        return float(val) if val is not None else 0.0
+
+    ra = header_angle("OBSRA", "RA")
+    dec = header_angle("OBSDEC", "DEC")
+    source = str(header.get("OBJECT", "unknown")).strip() or "unknown"
+    bandwidth = _bandwidth(hdul, header, ctypes, raw.shape[1], raw.shape[2])
+
+    order = np.lexsort((ant2, ant1, time))
+    return dict(
+        u=u[good][order],
+        v=v[good][order],
+        vis=vis[good][order],
+        sigma=sigma[good][order],
+        time=time[order],
+        ant1=ant1[order],
+        ant2=ant2[order],
+        tint=tint[good][order],
+        station_names=st_names,
+        station_xyz=xyz,
+        freq=freq,
+        bandwidth=bandwidth,
+        source=source,
+        ra=ra,
+        dec=dec,
+        mjd=mjd,
+        n_flagged=n_flagged,
+    )
+
+
+def _bandwidth(hdul, header, ctypes, n_if, n_chan) -> float:
+    try:
+        fq = hdul["AIPS FQ"]
+        total = np.asarray(fq.data["TOTAL BANDWIDTH"], np.float64).reshape(-1)
+        if total.size and np.all(np.isfinite(total)):
+            return float(np.sum(total[:n_if]) if total.size >= n_if else total.sum())
+    except (KeyError, IndexError):
+        pass
+    cdelt = header.get(f"CDELT{ctypes['FREQ']}", 0.0)
+    return float(abs(cdelt) * n_chan * n_if)

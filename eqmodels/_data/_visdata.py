@@ -1,0 +1,629 @@
+"""`VisData`: one observation's calibrated Stokes I visibilities, as a PyTree."""
+
+import datetime
+import math
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Complex, Float, Int
+
+
+#: ehtim's default gap between scans, 0.0165 h.
+DEFAULT_SCAN_GAP_S = 59.4
+
+
+class VisData(eqx.Module, strict=True):
+    """Calibrated complex visibilities of one observation (or several bands / days
+    concatenated), one row per baseline and timestamp.
+
+    **Conventions.**
+
+    - `u`, `v` in wavelengths; the row of baseline `(ant1, ant2)` holds
+      `V = <E_ant1 E_ant2*>` and `(u, v)` is the projection of
+      `(r_ant1 - r_ant2) / λ` (the uvfits / eht-imaging convention). Rows are
+      oriented with `ant1 < ant2` (index order of `station_names`).
+    - `vis` complex Jy (Stokes I), `sigma` the thermal noise of **each** of the real
+      and imaginary parts (Jy).
+    - `time` in hours UTC since 0 h of day `mjd`; `tint` integration time (s).
+    - `ra`, `dec` in **degrees** (J2000, as in uvfits headers).
+    - `band` is the per-row index into `band_freqs` (Hz): 0 for a single band;
+      [`eqmodels.concatenate`][] of hi + lo bands gives two. Closures never mix
+      bands. `freq` is the reference frequency (the mean of `band_freqs`).
+    - `station_xyz` are ECEF positions in metres (zeros when unknown).
+    - `n_flagged` counts the rows dropped at load time (weight ≤ 0).
+
+    Array fields are leaves (a `VisData` can be passed through `jax.jit`);
+    metadata are static. Build one with [`eqmodels.load_uvfits`][],
+    [`eqmodels.observe`][], or directly from arrays.
+    """
+
+    u: Float[Array, " n"]
+    v: Float[Array, " n"]
+    vis: Complex[Array, " n"]
+    sigma: Float[Array, " n"]
+    time: Float[Array, " n"]
+    tint: Float[Array, " n"]
+    ant1: Int[Array, " n"]
+    ant2: Int[Array, " n"]
+    band: Int[Array, " n"]
+    station_xyz: Float[Array, "n_st 3"]
+    station_names: tuple[str, ...] = eqx.field(static=True)
+    band_freqs: tuple[float, ...] = eqx.field(static=True)
+    bandwidth: float = eqx.field(static=True)
+    source: str = eqx.field(static=True)
+    ra: float = eqx.field(static=True)
+    dec: float = eqx.field(static=True)
+    mjd: int = eqx.field(static=True)
+    n_flagged: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        u: ArrayLike,
+        v: ArrayLike,
+        vis: ArrayLike,
+        sigma: ArrayLike,
+        time: ArrayLike,
+        ant1: ArrayLike,
+        ant2: ArrayLike,
+        *,
+        station_names,
+        freq: float | int | tuple | list,
+        station_xyz: ArrayLike | None = None,
+        tint: ArrayLike | None = None,
+        band: ArrayLike | None = None,
+        bandwidth: float | int = 0.0,
+        source: str = "unknown",
+        ra: float | int = 0.0,
+        dec: float | int = 0.0,
+        mjd: int = 51544,
+        n_flagged: int = 0,
+    ):
+        """Every per-row array is checked here (shape `(n,)`, finite, `sigma > 0`,
+        station indices in range) with an error that names it.
+
+        **Arguments:**
+
+        - `u`, `v`: baseline coordinates in wavelengths, shape `(n,)`.
+        - `vis`: complex visibilities (Jy).
+        - `sigma`: thermal noise per real/imaginary part (Jy, > 0).
+        - `time`: hours UTC since 0 h of `mjd`.
+        - `ant1`, `ant2`: station indices into `station_names` (`ant1 != ant2`).
+          Rows with `ant1 > ant2` are re-oriented (conjugated, `(u, v)` negated).
+        - `station_names`: station codes, unique strings.
+        - `freq`: observing frequency in Hz, or one frequency per band when `band`
+          is given.
+        - `station_xyz`: ECEF positions (m), shape `(n_stations, 3)`; zeros if
+          omitted.
+        - `tint`: integration time per row in seconds (default 0).
+        - `band`: band index per row (default all 0).
+        - `bandwidth`: bandwidth in Hz (for the record).
+        - `source`, `ra`, `dec` (degrees), `mjd`: source and date.
+        - `n_flagged`: number of rows dropped before (for the record).
+        """
+        try:
+            names = None if isinstance(station_names, str) else tuple(station_names)
+        except TypeError:
+            names = None
+        if names is None or not names or not all(isinstance(s, str) for s in names):
+            raise TypeError(
+                "`station_names` must be a non-empty sequence of strings, got "
+                f"{station_names!r}."
+            )
+        if len(set(names)) != len(names):
+            raise ValueError(f"`station_names` has repeated names: {list(names)}.")
+        n_st = len(names)
+
+        u = _real("u", u)
+        n = u.shape[0] if u.ndim == 1 else -1
+        if u.ndim != 1 or n == 0:
+            raise ValueError(
+                f"`u` must be a non-empty 1-d array (one value per row), got shape "
+                f"{u.shape}: a data set needs at least one row."
+            )
+        v = _real("v", v)
+        time = _real("time", time)
+        sigma = _real("sigma", sigma)
+        vis_arr = np.asarray(vis)
+        if not np.issubdtype(vis_arr.dtype, np.number):
+            raise TypeError(
+                f"`vis` must be a numeric array, got dtype {vis_arr.dtype}."
+            )
+        vis_arr = vis_arr.astype(np.complex128)
+        if not np.all(np.isfinite(vis_arr)):
+            raise ValueError(
+                f"`vis` has {int(np.sum(~np.isfinite(vis_arr)))} non-finite value(s): "
+                "drop or flag those rows first."
+            )
+        tint = (
+            np.zeros(n) if tint is None else _real("tint", np.broadcast_to(tint, (n,)))
+        )
+        ant1 = _int("ant1", ant1)
+        ant2 = _int("ant2", ant2)
+        band = np.zeros(n, np.int64) if band is None else _int("band", band)
+        for name, arr in (
+            ("v", v),
+            ("vis", vis_arr),
+            ("sigma", sigma),
+            ("time", time),
+            ("tint", tint),
+            ("ant1", ant1),
+            ("ant2", ant2),
+            ("band", band),
+        ):
+            if arr.shape != (n,):
+                raise ValueError(
+                    f"shape mismatch: `u` has shape ({n},) but `{name}` has shape "
+                    f"{arr.shape}; every per-row array must have one value per row."
+                )
+        if np.any(sigma <= 0):
+            raise ValueError(
+                f"`sigma` has {int(np.sum(sigma <= 0))} zero or negative value(s), "
+                f"first at row {int(np.argmax(sigma <= 0))}: sigmas must be > 0 "
+                "(drop or flag those rows)."
+            )
+        if np.any(tint < 0):
+            raise ValueError("`tint` (integration time, s) must be >= 0.")
+        for name, arr in (("ant1", ant1), ("ant2", ant2)):
+            if np.any((arr < 0) | (arr >= n_st)):
+                raise ValueError(
+                    f"`{name}` has station indices outside [0, {n_st}) "
+                    f"(there are {n_st} station names)."
+                )
+        if np.any(ant1 == ant2):
+            raise ValueError(
+                f"{int(np.sum(ant1 == ant2))} row(s) have `ant1 == ant2` "
+                "(autocorrelations): drop them, VisData holds cross-correlations."
+            )
+
+        freqs = (freq,) if isinstance(freq, int | float | np.number) else tuple(freq)
+        try:
+            freqs = tuple(float(f) for f in freqs)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"`freq` must be a frequency in Hz (or a list), got {freq!r}."
+            )
+        if not freqs or not all(math.isfinite(f) and f > 0 for f in freqs):
+            raise ValueError(f"`freq` must be finite and > 0 (Hz), got {freq!r}.")
+        if np.any((band < 0) | (band >= len(freqs))):
+            raise ValueError(
+                f"`band` indices must lie in [0, {len(freqs)}): give one `freq` per band."
+            )
+
+        if station_xyz is None:
+            xyz = np.zeros((n_st, 3))
+        else:
+            xyz = np.asarray(station_xyz, np.float64)
+            if xyz.shape != (n_st, 3):
+                raise ValueError(
+                    f"`station_xyz` must have shape (n_stations, 3) = ({n_st}, 3), got "
+                    f"{xyz.shape}."
+                )
+            if not np.all(np.isfinite(xyz)):
+                raise ValueError("`station_xyz` has non-finite values.")
+
+        for name, val in (("ra", ra), ("dec", dec), ("bandwidth", bandwidth)):
+            if not isinstance(val, int | float | np.number) or not math.isfinite(val):
+                raise ValueError(f"`{name}` must be a finite number, got {val!r}.")
+        if not -90.0 <= float(dec) <= 90.0:
+            raise ValueError(f"`dec` must be in degrees, in [-90, 90], got {dec}.")
+        if not isinstance(mjd, int | np.integer):
+            raise TypeError(f"`mjd` must be an integer day, got {mjd!r}.")
+        if not isinstance(n_flagged, int | np.integer) or n_flagged < 0:
+            raise ValueError(f"`n_flagged` must be an integer >= 0, got {n_flagged!r}.")
+        if not isinstance(source, str):
+            raise TypeError(f"`source` must be a string, got {source!r}.")
+
+        # Orient every row with ant1 < ant2.
+        flip = ant1 > ant2
+        if np.any(flip):
+            ant1, ant2 = np.where(flip, ant2, ant1), np.where(flip, ant1, ant2)
+            u = np.where(flip, -u, u)
+            v = np.where(flip, -v, v)
+            vis_arr = np.where(flip, np.conj(vis_arr), vis_arr)
+
+        self.u = jnp.asarray(u)
+        self.v = jnp.asarray(v)
+        self.vis = jnp.asarray(vis_arr)
+        self.sigma = jnp.asarray(sigma)
+        self.time = jnp.asarray(time)
+        self.tint = jnp.asarray(np.array(tint, np.float64))
+        self.ant1 = jnp.asarray(ant1)
+        self.ant2 = jnp.asarray(ant2)
+        self.band = jnp.asarray(band)
+        self.station_xyz = jnp.asarray(xyz)
+        self.station_names = names
+        self.band_freqs = freqs
+        self.bandwidth = float(bandwidth)
+        self.source = source
+        self.ra = float(ra)
+        self.dec = float(dec)
+        self.mjd = int(mjd)
+        self.n_flagged = int(n_flagged)
+
+    # ------------------------------------------------------------------ basics
+    @property
+    def freq(self) -> float:
+        """Reference frequency in Hz (the mean of `band_freqs`)."""
+        return float(np.mean(self.band_freqs))
+
+    @property
+    def n_rows(self) -> int:
+        """Number of rows (visibilities)."""
+        return int(self.u.shape[0])
+
+    def __len__(self) -> int:
+        return self.n_rows
+
+    @property
+    def n_stations(self) -> int:
+        """Number of stations in the station table (some may have no rows)."""
+        return len(self.station_names)
+
+    @property
+    def uvdist(self) -> np.ndarray:
+        """`sqrt(u² + v²)` per row (wavelengths), numpy."""
+        return np.hypot(np.asarray(self.u), np.asarray(self.v))
+
+    @property
+    def snr(self) -> np.ndarray:
+        """`|V| / σ` per row, numpy."""
+        return np.abs(np.asarray(self.vis)) / np.asarray(self.sigma)
+
+    def stations_present(self) -> tuple[str, ...]:
+        """Names of the stations that appear in at least one row (table order)."""
+        used = np.union1d(np.asarray(self.ant1), np.asarray(self.ant2))
+        return tuple(self.station_names[i] for i in used)
+
+    def timestamps(self) -> np.ndarray:
+        """The distinct timestamps (hours), sorted."""
+        return np.unique(np.asarray(self.time))
+
+    def baselines(self) -> list[tuple[str, str]]:
+        """The distinct baselines `(name1, name2)` present, sorted by index."""
+        pairs = np.unique(
+            np.stack([np.asarray(self.ant1), np.asarray(self.ant2)], axis=1), axis=0
+        )
+        return [(self.station_names[a], self.station_names[b]) for a, b in pairs]
+
+    def _arrays(self) -> dict:
+        return {
+            "u": np.asarray(self.u),
+            "v": np.asarray(self.v),
+            "vis": np.asarray(self.vis),
+            "sigma": np.asarray(self.sigma),
+            "time": np.asarray(self.time),
+            "tint": np.asarray(self.tint),
+            "ant1": np.asarray(self.ant1),
+            "ant2": np.asarray(self.ant2),
+            "band": np.asarray(self.band),
+        }
+
+    def _meta(self) -> dict:
+        return {
+            "station_names": self.station_names,
+            "station_xyz": np.asarray(self.station_xyz),
+            "freq": self.band_freqs,
+            "bandwidth": self.bandwidth,
+            "source": self.source,
+            "ra": self.ra,
+            "dec": self.dec,
+            "mjd": self.mjd,
+            "n_flagged": self.n_flagged,
+        }
+
+    def replace(self, **changes) -> "VisData":
+        """A copy with some per-row arrays or metadata replaced (validated again),
+        e.g. `data.replace(sigma=new_sigma)`."""
+        kw = {**self._arrays(), **self._meta()}
+        unknown = set(changes) - set(kw)
+        if unknown:
+            raise TypeError(
+                f"unknown VisData field(s) {sorted(unknown)}; choose from {sorted(kw)}."
+            )
+        kw.update(changes)
+        pos = [kw.pop(k) for k in ("u", "v", "vis", "sigma", "time", "ant1", "ant2")]
+        return VisData(*pos, **kw)
+
+    def take(self, index) -> "VisData":
+        """The rows `index` (an integer array or a boolean mask), as a new
+        `VisData`. Raises if nothing is left."""
+        index = np.asarray(index)
+        if index.dtype == bool and index.shape != (self.n_rows,):
+            raise ValueError(
+                f"a boolean mask must have shape ({self.n_rows},), got {index.shape}."
+            )
+        arrays = {k: a[index] for k, a in self._arrays().items()}
+        if arrays["u"].size == 0:
+            raise ValueError("the selection removed every row: nothing is left.")
+        return self.replace(**arrays)
+
+    # -------------------------------------------------------------- selection
+    def select(
+        self,
+        *,
+        stations=None,
+        exclude_stations=None,
+        time_range: tuple | None = None,
+        uv_range: tuple | None = None,
+        snr_min: float | int | None = None,
+        bands=None,
+    ) -> "VisData":
+        """Rows that pass every given criterion.
+
+        **Arguments:**
+
+        - `stations`: keep rows whose two stations are both in this list of names.
+        - `exclude_stations`: drop rows touching any of these stations.
+        - `time_range`: `(t_min, t_max)` in hours, inclusive.
+        - `uv_range`: `(uv_min, uv_max)` in wavelengths, inclusive (`None` for an
+          open end).
+        - `snr_min`: keep rows with `|V|/σ >= snr_min`.
+        - `bands`: keep these band indices.
+
+        **Returns:** a new `VisData` (the station table is unchanged). Raises
+        `ValueError` if nothing is left.
+        """
+        a = self._arrays()
+        keep = np.ones(self.n_rows, bool)
+        if stations is not None:
+            idx = self._station_indices("stations", stations)
+            keep &= np.isin(a["ant1"], idx) & np.isin(a["ant2"], idx)
+        if exclude_stations is not None:
+            idx = self._station_indices("exclude_stations", exclude_stations)
+            keep &= ~(np.isin(a["ant1"], idx) | np.isin(a["ant2"], idx))
+        if time_range is not None:
+            lo, hi = _range("time_range", time_range)
+            keep &= (a["time"] >= lo) & (a["time"] <= hi)
+        if uv_range is not None:
+            lo, hi = _range("uv_range", uv_range)
+            uvd = self.uvdist
+            keep &= (uvd >= lo) & (uvd <= hi)
+        if snr_min is not None:
+            if not isinstance(snr_min, int | float) or not math.isfinite(snr_min):
+                raise ValueError(f"`snr_min` must be a finite number, got {snr_min!r}.")
+            keep &= self.snr >= snr_min
+        if bands is not None:
+            keep &= np.isin(a["band"], np.atleast_1d(np.asarray(bands)))
+        return self.take(keep)
+
+    def select_stations(self, stations) -> "VisData":
+        """Keep only baselines between the named stations."""
+        return self.select(stations=stations)
+
+    def flag_stations(self, stations) -> "VisData":
+        """Drop every baseline to the named stations."""
+        return self.select(exclude_stations=stations)
+
+    def select_time(self, t_min: float | int, t_max: float | int) -> "VisData":
+        """Keep rows with `t_min <= time <= t_max` (hours)."""
+        return self.select(time_range=(t_min, t_max))
+
+    def select_uvdist(
+        self, uv_min: float | int | None = None, uv_max: float | int | None = None
+    ) -> "VisData":
+        """Keep rows with `uv_min <= |uv| <= uv_max` (wavelengths)."""
+        return self.select(uv_range=(uv_min, uv_max))
+
+    def select_snr(self, snr_min: float | int) -> "VisData":
+        """Keep rows with `|V|/σ >= snr_min`."""
+        return self.select(snr_min=snr_min)
+
+    def _station_indices(self, arg, names) -> np.ndarray:
+        if isinstance(names, str):
+            names = [names]
+        names = list(names)
+        unknown = [s for s in names if s not in self.station_names]
+        if unknown:
+            raise ValueError(
+                f"`{arg}`: unknown station(s) {unknown}; this data has "
+                f"{list(self.station_names)}."
+            )
+        return np.array([self.station_names.index(s) for s in names], np.int64)
+
+    # ---------------------------------------------------------------- averaging
+    def scans(self, gap: float | int = DEFAULT_SCAN_GAP_S) -> np.ndarray:
+        """Scans found from gaps in the timestamps: a new scan starts wherever two
+        consecutive timestamps are more than `gap` seconds apart (default 59.4 s,
+        eht-imaging's `add_scans` default of 0.0165 h).
+
+        **Returns:** a numpy array `(n_scans, 2)` of `[start, end]` times (hours).
+        """
+        from ._averaging import find_scans
+
+        return find_scans(np.asarray(self.time), gap)[0]
+
+    def scan_ids(self, gap: float | int = DEFAULT_SCAN_GAP_S) -> np.ndarray:
+        """The scan index of every row (see [`eqmodels.VisData.scans`][])."""
+        from ._averaging import find_scans
+
+        return find_scans(np.asarray(self.time), gap)[1]
+
+    def scan_average(self, gap: float | int = DEFAULT_SCAN_GAP_S) -> "VisData":
+        """Coherent average of each baseline over each scan (eht-imaging's
+        `avg_coherent(0, scan_avg=True)`): `V = mean(V_k)`, `σ = sqrt(Σ σ_k²) / N`,
+        `(u, v)` the mean, `time` the first timestamp of that baseline in the scan,
+        `tint` the summed integration time."""
+        from ._averaging import scan_average
+
+        return scan_average(self, gap)
+
+    def time_average(self, seconds: float | int) -> "VisData":
+        """Coherent average of each baseline over fixed bins of `seconds` (bins
+        aligned on 1960-01-01 0h UTC, as eht-imaging's `avg_coherent(dt)`); the
+        averaged row's `time` is the bin centre. Same estimators as
+        [`eqmodels.VisData.scan_average`][]."""
+        from ._averaging import time_average
+
+        return time_average(self, seconds)
+
+    # ------------------------------------------------------------ description
+    def summary(self) -> str:
+        """A multi-line human-readable description."""
+        a = self._arrays()
+        uvd = self.uvdist
+        date = datetime.date(1858, 11, 17) + datetime.timedelta(days=self.mjd)
+        rows_per = np.bincount(
+            np.concatenate([a["ant1"], a["ant2"]]), minlength=self.n_stations
+        )
+        st = ", ".join(
+            f"{s} ({int(c)})" for s, c in zip(self.station_names, rows_per) if c > 0
+        )
+        unused = [s for s, c in zip(self.station_names, rows_per) if c == 0]
+        freqs = ", ".join(f"{f / 1e9:.4f}" for f in self.band_freqs)
+        lines = [
+            f"VisData: {self.source} on {date.isoformat()} (MJD {self.mjd})",
+            f"  RA {self.ra:.6f}°, Dec {self.dec:.6f}°; frequency {freqs} GHz, "
+            f"bandwidth {self.bandwidth / 1e9:.4g} GHz",
+            f"  {self.n_rows} rows, {len(self.timestamps())} timestamps, "
+            f"{len(self.scans())} scans, {len(self.baselines())} baselines"
+            + (f", {self.n_flagged} flagged rows dropped" if self.n_flagged else ""),
+            f"  stations (rows): {st}" + (f"; no rows: {unused}" if unused else ""),
+            f"  time {a['time'].min():.4f} – {a['time'].max():.4f} h UTC; "
+            f"|uv| {uvd.min() / 1e9:.4g} – {uvd.max() / 1e9:.4g} Gλ",
+            f"  |V| {np.abs(a['vis']).min():.4g} – {np.abs(a['vis']).max():.4g} Jy, "
+            f"median SNR {np.median(self.snr):.4g}",
+        ]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return (
+            f"VisData({self.source!r}, mjd={self.mjd}, n_rows={self.n_rows}, "
+            f"stations={list(self.stations_present())}, "
+            f"freq={self.freq / 1e9:.4f} GHz)"
+        )
+
+
+def _real(name, x) -> np.ndarray:
+    arr = np.asarray(x)
+    if np.iscomplexobj(arr):
+        raise TypeError(f"`{name}` must be real, got a complex array.")
+    if not np.issubdtype(arr.dtype, np.number):
+        raise TypeError(f"`{name}` must be a numeric array, got dtype {arr.dtype}.")
+    arr = arr.astype(np.float64)
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        raise ValueError(
+            f"`{name}` has {int(bad.sum())} non-finite value(s) (NaN or inf), first at "
+            f"row {int(np.argmax(bad.reshape(-1)))}: drop or flag those rows first."
+        )
+    return arr
+
+
+def _int(name, x) -> np.ndarray:
+    arr = np.asarray(x)
+    if not np.issubdtype(arr.dtype, np.integer):
+        if np.issubdtype(arr.dtype, np.floating) and np.all(arr == np.round(arr)):
+            return arr.astype(np.int64)
+        raise TypeError(
+            f"`{name}` must hold integers (station indices), got {arr.dtype}."
+        )
+    return arr.astype(np.int64)
+
+
+def _range(name, rng) -> tuple[float, float]:
+    try:
+        lo, hi = rng
+    except (TypeError, ValueError):
+        raise TypeError(f"`{name}` must be a pair (low, high), got {rng!r}.")
+    lo = -np.inf if lo is None else float(lo)
+    hi = np.inf if hi is None else float(hi)
+    if lo > hi:
+        raise ValueError(f"`{name}` = {rng!r} is empty (low > high).")
+    return lo, hi
+
+
+def concatenate(datasets) -> VisData:
+    """Concatenate observations: bands of one day, or several days.
+
+    Station tables are merged by name (a station must have the same position,
+    within 1 m, in every data set). Each distinct frequency becomes a band (rows
+    keep their band, so closures never mix bands). Times are shifted to hours since
+    0 h of the earliest `mjd`. Source and position must agree.
+
+    **Arguments:**
+
+    - `datasets`: a sequence of [`eqmodels.VisData`][].
+
+    **Returns:** one `VisData`; `n_flagged` is the sum.
+    """
+    datasets = list(datasets)
+    if not datasets:
+        raise ValueError("`datasets` is empty: give at least one VisData.")
+    for d in datasets:
+        if not isinstance(d, VisData):
+            raise TypeError(f"`datasets` must hold VisData, got {type(d).__name__}.")
+    first = datasets[0]
+    for d in datasets[1:]:
+        if d.source != first.source or not (
+            math.isclose(d.ra, first.ra, abs_tol=1e-6)
+            and math.isclose(d.dec, first.dec, abs_tol=1e-6)
+        ):
+            raise ValueError(
+                f"cannot concatenate different sources/positions: {first.source!r} "
+                f"({first.ra}, {first.dec}) and {d.source!r} ({d.ra}, {d.dec})."
+            )
+    names: list[str] = []
+    xyz: list[np.ndarray] = []
+    for d in datasets:
+        for s, p in zip(d.station_names, np.asarray(d.station_xyz)):
+            if s in names:
+                q = xyz[names.index(s)]
+                if np.any(p != 0) and np.any(q != 0) and np.linalg.norm(p - q) > 1.0:
+                    raise ValueError(
+                        f"station {s!r} has different positions in the data sets "
+                        f"({q} vs {p}); rename one of them."
+                    )
+                if not np.any(q != 0):
+                    xyz[names.index(s)] = p
+            else:
+                names.append(s)
+                xyz.append(p)
+    freqs: list[float] = []
+    for d in datasets:
+        for f in d.band_freqs:
+            if not any(math.isclose(f, g, rel_tol=1e-12) for g in freqs):
+                freqs.append(f)
+    mjd0 = min(d.mjd for d in datasets)
+    parts = {k: [] for k in ("u", "v", "vis", "sigma", "time", "tint", "ant1", "ant2")}
+    band = []
+    for d in datasets:
+        a = d._arrays()
+        remap = np.array([names.index(s) for s in d.station_names])
+        bmap = np.array(
+            [
+                next(
+                    i for i, g in enumerate(freqs) if math.isclose(f, g, rel_tol=1e-12)
+                )
+                for f in d.band_freqs
+            ]
+        )
+        for k in ("u", "v", "vis", "sigma", "tint"):
+            parts[k].append(a[k])
+        parts["time"].append(a["time"] + 24.0 * (d.mjd - mjd0))
+        parts["ant1"].append(remap[a["ant1"]])
+        parts["ant2"].append(remap[a["ant2"]])
+        band.append(bmap[a["band"]])
+    cat = {k: np.concatenate(p) for k, p in parts.items()}
+    order = np.lexsort((cat["ant2"], cat["ant1"], np.concatenate(band), cat["time"]))
+    cat = {k: a[order] for k, a in cat.items()}
+    return VisData(
+        cat.pop("u"),
+        cat.pop("v"),
+        cat.pop("vis"),
+        cat.pop("sigma"),
+        cat.pop("time"),
+        cat.pop("ant1"),
+        cat.pop("ant2"),
+        tint=cat.pop("tint"),
+        band=np.concatenate(band)[order],
+        station_names=tuple(names),
+        station_xyz=np.array(xyz),
+        freq=tuple(freqs),
+        bandwidth=first.bandwidth,
+        source=first.source,
+        ra=first.ra,
+        dec=first.dec,
+        mjd=mjd0,
+        n_flagged=sum(d.n_flagged for d in datasets),
+    )

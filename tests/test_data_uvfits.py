@@ -1,0 +1,548 @@
+"""Reading uvfits files (real EHT data) and writing FITS images."""
+
+import math
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+import eqmodels as eqm
+
+from .conftest import TEST_DATA
+from .helpers import assert_allclose
+
+
+fits = pytest.importorskip("astropy.io.fits")
+
+LOCAL = TEST_DATA / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
+
+# Facts of the public files (counted from the raw files and noted in
+# ../shared/data/README.md): rows, distinct timestamps, scans (gap > 0.0165 h),
+# baselines, stations with data, AN-table stations, scan-averaged rows.
+SHARED_COUNTS = {
+    "m87_2017/SR1_M87_2017_095_hi_hops_netcal_StokesI.uvfits": (
+        6458,
+        701,
+        18,
+        21,
+        7,
+        8,
+    ),
+    "m87_2017/SR1_M87_2017_095_lo_hops_netcal_StokesI.uvfits": (
+        6453,
+        701,
+        18,
+        21,
+        7,
+        8,
+    ),
+    "m87_2017/SR1_M87_2017_096_hi_hops_netcal_StokesI.uvfits": (
+        9081,
+        900,
+        25,
+        21,
+        7,
+        8,
+    ),
+    "m87_2017/SR1_M87_2017_096_lo_hops_netcal_StokesI.uvfits": (
+        8645,
+        900,
+        25,
+        21,
+        7,
+        8,
+    ),
+    "m87_2017/SR1_M87_2017_100_hi_hops_netcal_StokesI.uvfits": (2610, 186, 7, 21, 7, 8),
+    "m87_2017/SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits": (2367, 186, 7, 21, 7, 8),
+    "m87_2017/SR1_M87_2017_101_hi_hops_netcal_StokesI.uvfits": (
+        8058,
+        801,
+        22,
+        21,
+        7,
+        8,
+    ),
+    "m87_2017/SR1_M87_2017_101_lo_hops_netcal_StokesI.uvfits": (
+        7447,
+        781,
+        22,
+        21,
+        7,
+        8,
+    ),
+    "sgra_2017/ER6_SGRA_2017_096_hi_hops_netcal-LMTcal_StokesI.uvfits": (
+        13790,
+        1183,
+        26,
+        21,
+        7,
+        8,
+    ),
+    "sgra_2017/ER6_SGRA_2017_096_lo_hops_netcal-LMTcal_StokesI.uvfits": (
+        12996,
+        1152,
+        25,
+        21,
+        7,
+        8,
+    ),
+    "sgra_2017/ER6_SGRA_2017_097_hi_hops_netcal-LMTcal_StokesI.uvfits": (
+        15424,
+        2117,
+        44,
+        25,
+        8,
+        9,
+    ),
+    "sgra_2017/ER6_SGRA_2017_097_lo_hops_netcal-LMTcal_StokesI.uvfits": (
+        17529,
+        2061,
+        43,
+        25,
+        8,
+        9,
+    ),
+    "m87_2018/L2V1_M87_2018_111_b3_hops_netcal_10s_StokesI.uvfits": (
+        7317,
+        936,
+        33,
+        26,
+        8,
+        8,
+    ),
+    "m87_2018/L2V1_M87_2018_112_b3_hops_netcal_10s_StokesI.uvfits": (
+        1484,
+        494,
+        15,
+        8,
+        5,
+        5,
+    ),
+    "m87_2018/L2V1_M87_2018_115_b3_hops_netcal_10s_StokesI.uvfits": (
+        5170,
+        898,
+        32,
+        18,
+        7,
+        7,
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def local():
+    return eqm.load_uvfits(LOCAL)
+
+
+def _raw(path):
+    """Independent read of the raw random-groups file with astropy alone."""
+    with fits.open(path) as h:
+        g = h[0].data
+        data = np.array(g.data, np.float64)[:, 0, 0, 0, 0]  # (n, stokes, complex)
+        freq = h["AIPS AN"].header["FREQ"]
+        u = np.asarray(g.par("UU---SIN"), np.float64) * freq
+        v = np.asarray(g.par("VV---SIN"), np.float64) * freq
+        jd = np.asarray(g.par(4), np.float64) + np.asarray(g.par(5), np.float64)
+        bl = np.asarray(g.par("BASELINE"), np.float64).astype(int)
+        names = [s.strip() for s in h["AIPS AN"].data["ANNAME"]]
+    return data, u, v, jd, bl, names
+
+
+def test_local_file_loads(local):
+    d = local
+    assert d.n_rows == 2367 and d.n_flagged == 0
+    assert len(d.timestamps()) == 186
+    assert len(d.scans()) == 7
+    assert len(d.baselines()) == 21
+    assert d.station_names == ("AA", "AP", "AZ", "JC", "LM", "PV", "SM", "SR")
+    assert d.stations_present() == ("AA", "AP", "AZ", "JC", "LM", "PV", "SM")
+    assert d.source == "M87" and d.mjd == 57853
+    assert d.freq == 227070703125.0 and d.band_freqs == (227070703125.0,)
+    assert d.bandwidth == 1856000000.0
+    assert math.isclose(d.ra, 187.7059307575226) and math.isclose(
+        d.dec, 12.39112323919932
+    )
+    assert np.all(np.asarray(d.ant1) < np.asarray(d.ant2))
+    assert np.all(np.diff(np.asarray(d.time)) >= 0)
+    assert np.all(np.asarray(d.tint) > 0)
+    # M87 2017: |uv| up to ~8.3 Gλ at 230 GHz (README).
+    assert 8.0e9 < d.uvdist.max() < 8.7e9
+
+
+def test_stokes_i_values_match_raw_file(local):
+    """I = (RR + LL)/2, σ_I = ½ sqrt(σ_RR² + σ_LL²), σ = 1/sqrt(w), u = UU·FREQ."""
+    data, u, v, jd, bl, names = _raw(LOCAL)
+    rr = data[:, 0, 0] + 1j * data[:, 0, 1]
+    ll = data[:, 1, 0] + 1j * data[:, 1, 1]
+    s_rr, s_ll = 1 / np.sqrt(data[:, 0, 2]), 1 / np.sqrt(data[:, 1, 2])
+    mjd = int(np.floor(jd.min() - 2400000.5))
+    time = (jd - 2400000.5 - mjd) * 24
+    a1, a2 = bl // 256 - 1, bl % 256 - 1
+    order = np.lexsort((a2, a1, time))
+    d = local
+    assert_allclose(d.vis, (0.5 * (rr + ll))[order], rtol=1e-15)
+    assert_allclose(d.sigma, (0.5 * np.hypot(s_rr, s_ll))[order], rtol=1e-15)
+    assert_allclose(d.u, u[order], rtol=1e-15)
+    assert_allclose(d.v, v[order], rtol=1e-15)
+    assert_allclose(d.time, time[order], rtol=1e-15)
+    assert np.array_equal(np.asarray(d.ant1), a1[order])
+    # README: the RR/LL sigma is sqrt(2) times the Stokes-I sigma.
+    assert_allclose(s_rr[order] / np.asarray(d.sigma), np.full(d.n_rows, math.sqrt(2)))
+    with fits.open(LOCAL) as h:
+        xyz = np.array(h["AIPS AN"].data["STABXYZ"], np.float64)
+    assert_allclose(d.station_xyz, xyz, rtol=1e-15)
+
+
+def test_readme_counts_m87_2017_apr11(shared_data):
+    """M87 2017-04-11: 7447 raw rows, 781 timestamps, 22 scans, 21 baselines;
+    scan-averaged 216 (lo) / 223 (hi) rows (../shared/data/README.md)."""
+    base = shared_data / "eht" / "m87_2017"
+    lo = eqm.load_uvfits(base / "SR1_M87_2017_101_lo_hops_netcal_StokesI.uvfits")
+    hi = eqm.load_uvfits(base / "SR1_M87_2017_101_hi_hops_netcal_StokesI.uvfits")
+    assert lo.n_rows == 7447
+    assert len(lo.timestamps()) == 781
+    assert len(lo.scans()) == 22
+    assert len(lo.baselines()) == 21
+    assert lo.scan_average().n_rows == 216
+    assert hi.scan_average().n_rows == 223
+
+
+@pytest.mark.parametrize("name", sorted(SHARED_COUNTS))
+def test_every_shared_file_loads(shared_data, name):
+    path = shared_data / "eht" / name
+    if not path.exists():
+        pytest.skip(f"{name} not present")
+    d = eqm.load_uvfits(path)
+    rows, n_times, n_scans, n_bl, n_present, n_table = SHARED_COUNTS[name]
+    assert d.n_rows == rows
+    assert d.n_flagged == 0
+    assert len(d.timestamps()) == n_times
+    assert len(d.scans()) == n_scans
+    assert len(d.baselines()) == n_bl
+    assert len(d.stations_present()) == n_present
+    assert d.n_stations == n_table
+    assert np.all(np.asarray(d.sigma) > 0)
+    assert np.all(np.isfinite(np.asarray(d.vis)))
+    assert 2.2e11 < d.freq < 2.3e11
+    assert d.source in ("M87", "SGRA")
+    # Every station position is on the Earth's surface.
+    present = [d.station_names.index(s) for s in d.stations_present()]
+    r = np.linalg.norm(np.asarray(d.station_xyz)[present], axis=1)
+    assert np.all((r > 6.3e6) & (r < 6.4e6))
+
+
+# ------------------------------------------------------------------ flags, pols
+def _edit_copy(tmp_path, edit):
+    out = tmp_path / "edited.uvfits"
+    with fits.open(LOCAL) as h:
+        edit(h)
+        h.writeto(out)
+    return out
+
+
+def test_flagged_rows_dropped_and_counted(tmp_path):
+    def edit(h):
+        d = h[0].data.data
+        d[:5, ..., 0, 2] = 0.0  # RR weight
+        d[:5, ..., 1, 2] = -1.0  # LL weight
+        d[10:13, ..., :, 2] = 0.0
+
+    d = eqm.load_uvfits(_edit_copy(tmp_path, edit))
+    assert d.n_flagged == 8
+    assert d.n_rows == 2367 - 8
+
+
+def test_single_polarisation_rows_use_the_present_hand(tmp_path, local):
+    def edit(h):
+        h[0].data.data[0, ..., 1, 2] = 0.0  # first row: LL flagged
+
+    d = eqm.load_uvfits(_edit_copy(tmp_path, edit))
+    data, *_ = _raw(LOCAL)
+    rr0 = data[0, 0, 0] + 1j * data[0, 0, 1]
+    assert d.n_flagged == 0 and d.n_rows == 2367
+    k = int(np.argmin(np.abs(np.asarray(d.vis) - rr0)))
+    assert_allclose(np.asarray(d.vis)[k], rr0, rtol=1e-15)
+    assert_allclose(np.asarray(d.sigma)[k], 1 / np.sqrt(data[0, 0, 2]), rtol=1e-15)
+
+
+# ------------------------------------------------------------------ synthetic files
+def _write_uvfits(path, data, stokes0=-1.0, seed=0):
+    """A minimal random-groups file: 3 stations, `data` of numpy shape
+    (n, 1, 1, n_if, n_chan, n_stokes, 3), baselines cycling 1-2, 1-3, 2-3."""
+    rng = np.random.default_rng(seed)
+    n = data.shape[0]
+    freq = 230e9
+    u = rng.normal(size=n) * 1e9 / freq
+    v = rng.normal(size=n) * 1e9 / freq
+    jd2 = np.repeat(np.arange(n // 3), 3) * 10 / 86400.0 + 0.1
+    bl = np.tile([258.0, 259.0, 515.0], n // 3)
+    g = fits.GroupData(
+        data.astype(np.float32),
+        bitpix=-32,
+        parnames=["UU---SIN", "VV---SIN", "WW---SIN", "BASELINE", "DATE", "DATE"],
+        pardata=[u, v, np.zeros(n), bl, np.full(n, 2457854.5), jd2],
+    )
+    hdu = fits.GroupsHDU(g)
+    axes = [("COMPLEX", 1, 1), ("STOKES", stokes0, -1 if stokes0 < 0 else 1)]
+    axes += [("FREQ", freq, 1e8), ("IF", 1, 1), ("RA", 10.0, 1), ("DEC", 20.0, 1)]
+    for k, (ct, cv, cd) in enumerate(axes, start=2):
+        hdu.header[f"CTYPE{k}"] = ct
+        hdu.header[f"CRVAL{k}"] = cv
+        hdu.header[f"CDELT{k}"] = cd
+        hdu.header[f"CRPIX{k}"] = 1.0
+    an = fits.BinTableHDU.from_columns(
+        [
+            fits.Column("ANNAME", "8A", array=["X1", "X2", "X3"]),
+            fits.Column("STABXYZ", "3D", array=6.4e6 * np.eye(3)),
+            fits.Column("NOSTA", "1J", array=[1, 2, 3]),
+        ],
+        name="AIPS AN",
+    )
+    an.header["FREQ"] = freq
+    fits.HDUList([hdu, an]).writeto(path)
+    return u * freq, v * freq
+
+
+def test_multi_if_multi_channel_average(tmp_path):
+    """Per hand: Σ w V / Σ w over IFs and channels with w > 0, σ = 1/sqrt(Σ w);
+    then I = (RR + LL)/2, σ_I = ½ sqrt(σ_RR² + σ_LL²)."""
+    rng = np.random.default_rng(1)
+    data = np.zeros((6, 1, 1, 2, 3, 2, 3))
+    data[..., :2] = rng.normal(size=data.shape[:-1] + (2,))
+    data[..., 2] = rng.uniform(0.5, 5.0, size=data.shape[:-1])
+    data[0, 0, 0, 1, 2, 0, 2] = 0.0  # one flagged RR channel
+    data[1, 0, 0, 0, 0, 1, 2] = -3.0  # one flagged LL channel
+    data = data.astype(np.float32).astype(np.float64)
+    u, v = _write_uvfits(tmp_path / "multi.uvfits", data)
+    d = eqm.load_uvfits(tmp_path / "multi.uvfits")
+    hands = []
+    for h in (0, 1):
+        vis = data[:, 0, 0, :, :, h, 0] + 1j * data[:, 0, 0, :, :, h, 1]
+        w = np.where(data[:, 0, 0, :, :, h, 2] > 0, data[:, 0, 0, :, :, h, 2], 0)
+        hands.append(
+            (
+                (w * vis).sum(axis=(1, 2)) / w.sum(axis=(1, 2)),
+                1 / np.sqrt(w.sum(axis=(1, 2))),
+            )
+        )
+    expect_vis = 0.5 * (hands[0][0] + hands[1][0])
+    expect_sig = 0.5 * np.hypot(hands[0][1], hands[1][1])
+    assert d.n_rows == 6 and d.n_stations == 3
+    assert_allclose(d.vis, expect_vis, rtol=1e-13)
+    assert_allclose(d.sigma, expect_sig, rtol=1e-13)
+    assert_allclose(d.u, u, rtol=1e-6)  # stored as float32 light-seconds
+    assert d.bandwidth == pytest.approx(2 * 3 * 1e8)
+
+
+@pytest.mark.parametrize("stokes0, n_stokes", [(1.0, 1), (-5.0, 2)])
+def test_stokes_i_and_linear_files(tmp_path, stokes0, n_stokes):
+    rng = np.random.default_rng(2)
+    data = np.zeros((3, 1, 1, 1, 1, n_stokes, 3))
+    data[..., :2] = rng.normal(size=data.shape[:-1] + (2,))
+    data[..., 2] = 4.0
+    data = data.astype(np.float32).astype(np.float64)
+    _write_uvfits(tmp_path / "s.uvfits", data, stokes0=stokes0)
+    d = eqm.load_uvfits(tmp_path / "s.uvfits")
+    vis = data[:, 0, 0, 0, 0, :, 0] + 1j * data[:, 0, 0, 0, 0, :, 1]
+    if n_stokes == 1:  # a Stokes I file: taken as is
+        assert_allclose(d.vis, vis[:, 0], rtol=1e-15)
+        assert_allclose(d.sigma, np.full(3, 0.5), rtol=1e-15)
+    else:  # XX, YY: I = (XX + YY)/2
+        assert_allclose(d.vis, vis.mean(axis=1), rtol=1e-15)
+        assert_allclose(d.sigma, np.full(3, 0.5 / np.sqrt(2)), rtol=1e-15)
+
+
+# ------------------------------------------------------------------ bad files
+def test_missing_astropy_is_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "astropy", None)
+    monkeypatch.setitem(sys.modules, "astropy.io", None)
+    with pytest.raises(ImportError, match=r"eqmodels\[io\]"):
+        eqm.load_uvfits(LOCAL)
+    with pytest.raises(ImportError, match="astropy"):
+        eqm.save_fits(np.zeros((4, 4)), eqm.ImageGrid(4, 4, 1e-10), "x.fits")
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such uvfits file"):
+        eqm.load_uvfits(tmp_path / "nothing.uvfits")
+
+
+def test_directory_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="directory"):
+        eqm.load_uvfits(tmp_path)
+
+
+def test_not_fits(tmp_path):
+    p = tmp_path / "text.uvfits"
+    p.write_text("this is not a FITS file\n" * 100)
+    with pytest.raises(ValueError, match="could not be read as a uvfits"):
+        eqm.load_uvfits(p)
+
+
+@pytest.mark.parametrize("keep", [1000, 50_000, 200_000, 224_000])
+def test_truncated(tmp_path, keep):
+    p = tmp_path / "trunc.uvfits"
+    p.write_bytes(LOCAL.read_bytes()[:keep])
+    with pytest.raises(ValueError, match="truncated|could not be read"):
+        eqm.load_uvfits(p)
+
+
+def test_corrupt_header(tmp_path):
+    raw = bytearray(LOCAL.read_bytes())
+    raw[: 80 * 3] = b"X" * (80 * 3)
+    p = tmp_path / "corrupt.uvfits"
+    p.write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match="uvfits"):
+        eqm.load_uvfits(p)
+
+
+def test_image_fits_is_not_uvfits(tmp_path):
+    p = tmp_path / "image.fits"
+    fits.PrimaryHDU(np.zeros((4, 4))).writeto(p)
+    with pytest.raises(ValueError, match="not uvfits"):
+        eqm.load_uvfits(p)
+
+
+def test_missing_antenna_table(tmp_path):
+    p = tmp_path / "noan.uvfits"
+    with fits.open(LOCAL) as h:
+        fits.HDUList([h[0], h["AIPS FQ"]]).writeto(p)
+    with pytest.raises(ValueError, match="AIPS AN"):
+        eqm.load_uvfits(p)
+
+
+def test_antenna_missing_from_table(tmp_path):
+    def edit(h):
+        h["AIPS AN"].data["NOSTA"][0] = 42  # station 1 (AA) renumbered
+
+    with pytest.raises(ValueError, match=r"antenna number\(s\) \[1\]"):
+        eqm.load_uvfits(_edit_copy(tmp_path, edit))
+
+
+def test_everything_flagged(tmp_path):
+    def edit(h):
+        h[0].data.data[..., 2] = 0.0
+
+    with pytest.raises(ValueError, match="every row is flagged"):
+        eqm.load_uvfits(_edit_copy(tmp_path, edit))
+
+
+def test_no_usable_polarisation(tmp_path):
+    def edit(h):
+        h[0].header["CRVAL3"] = 2.0  # Stokes Q, U, V, ...: no total intensity
+        h[0].header["CDELT3"] = 1.0
+
+    with pytest.raises(ValueError, match="no Stokes I, RR/LL"):
+        eqm.load_uvfits(_edit_copy(tmp_path, edit))
+
+
+def test_missing_freq_axis(tmp_path):
+    def edit(h):
+        h[0].header["CTYPE4"] = "NOTFREQ"
+
+    with pytest.raises(ValueError, match="no FREQ axis"):
+        eqm.load_uvfits(_edit_copy(tmp_path, edit))
+
+
+def test_pathlike_and_str(tmp_path):
+    p = tmp_path / "copy.uvfits"
+    shutil.copy(LOCAL, p)
+    assert eqm.load_uvfits(str(p)).n_rows == eqm.load_uvfits(p).n_rows
+
+
+# ------------------------------------------------------------------ FITS images
+def _test_image(grid):
+    xx, yy = grid.coords()
+    s = 5 * eqm.RAD_PER_UAS
+    # Off-centre and asymmetric so flips and shifts are visible.
+    return np.exp(-((xx - 2 * s) ** 2 + (yy + s) ** 2) / (2 * s**2)) + 0.1 * (xx > 0)
+
+
+def test_save_load_fits_round_trip(tmp_path):
+    grid = eqm.ImageGrid(16, 12, eqm.uas_to_rad(3.0))
+    img = _test_image(grid)
+    p = tmp_path / "img.fits"
+    eqm.save_fits(
+        img, grid, p, ra=187.7, dec=12.39, freq=230e9, mjd=57854, source="M87"
+    )
+    back, grid2 = eqm.load_fits(p)
+    assert np.array_equal(back, img)
+    assert grid2.shape == grid.shape
+    assert math.isclose(grid2.psize, grid.psize, rel_tol=1e-14)
+    with fits.open(p) as h:
+        hd = h[0].header
+        assert hd["BUNIT"] == "JY/PIXEL" and hd["OBJECT"] == "M87"
+        assert hd["FREQ"] == 230e9 and hd["MJD-OBS"] == 57854
+        # FITS row 1 is the south edge: our last row.
+        assert np.array_equal(h[0].data[0], img[-1])
+
+
+def test_save_fits_wcs_orientation(tmp_path):
+    """astropy.wcs puts the phase centre between the central pixels (even n),
+    RA grows to the left (east), Dec grows upward, pixel scale = psize."""
+    wcs_mod = pytest.importorskip("astropy.wcs")
+    grid = eqm.ImageGrid(8, 8, eqm.uas_to_rad(10.0))
+    p = tmp_path / "img.fits"
+    eqm.save_fits(np.ones(grid.shape), grid, p, ra=30.0, dec=-20.0)
+    with fits.open(p) as h:
+        w = wcs_mod.WCS(h[0].header)
+    # 0-based pixel (3.5, 3.5) is the corner between the central pixels.
+    ra, dec = w.wcs_pix2world([[3.5, 3.5]], 0)[0]
+    assert_allclose(np.array([ra, dec]), np.array([30.0, -20.0]), rtol=1e-12)
+    ra0, dec0 = w.wcs_pix2world([[0.0, 3.5]], 0)[0]
+    ra1, dec1 = w.wcs_pix2world([[0.0, 4.5]], 0)[0]
+    assert ra0 > 30.0  # column 0 of the FITS array is east (larger RA)
+    assert_allclose(np.array(dec1 - dec0), np.array(10.0 / 3600e6), rtol=1e-6)
+
+
+def test_save_fits_accepts_image_model(tmp_path):
+    grid = eqm.ImageGrid(8, 8, eqm.uas_to_rad(5.0))
+    img = _test_image(grid) + 0.01
+    model = eqm.PixelImage.from_image(img, grid)
+    p = tmp_path / "m.fits"
+    eqm.save_fits(model, grid, p)
+    back, _ = eqm.load_fits(p)
+    assert_allclose(back, img, rtol=1e-12)
+
+
+def test_save_fits_errors(tmp_path):
+    grid = eqm.ImageGrid(8, 8, eqm.uas_to_rad(5.0))
+    p = tmp_path / "x.fits"
+    with pytest.raises(ValueError, match="shape"):
+        eqm.save_fits(np.zeros((4, 4)), grid, p)
+    with pytest.raises(ValueError, match="non-finite"):
+        eqm.save_fits(np.full(grid.shape, np.nan), grid, p)
+    with pytest.raises(TypeError, match="real"):
+        eqm.save_fits(np.zeros(grid.shape, complex), grid, p)
+    with pytest.raises(TypeError, match="ImageGrid"):
+        eqm.save_fits(np.zeros(grid.shape), (8, 8), p)
+    with pytest.raises(ValueError, match="dec"):
+        eqm.save_fits(np.zeros(grid.shape), grid, p, dec=100.0)
+    with pytest.raises(ValueError, match="freq"):
+        eqm.save_fits(np.zeros(grid.shape), grid, p, freq=-1.0)
+    eqm.save_fits(np.zeros(grid.shape), grid, p)
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        eqm.save_fits(np.zeros(grid.shape), grid, p)
+    eqm.save_fits(np.ones(grid.shape), grid, p, overwrite=True)
+    assert eqm.load_fits(p)[0].sum() == 64
+
+
+def test_load_fits_errors(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        eqm.load_fits(tmp_path / "none.fits")
+    p = tmp_path / "bad.fits"
+    p.write_text("garbage" * 100)
+    with pytest.raises(ValueError, match="could not be read"):
+        eqm.load_fits(p)
+    q = tmp_path / "rect.fits"
+    hdu = fits.PrimaryHDU(np.zeros((4, 4)))
+    hdu.header["CDELT1"] = -1e-9
+    hdu.header["CDELT2"] = 2e-9
+    hdu.writeto(q)
+    with pytest.raises(ValueError, match="square pixels"):
+        eqm.load_fits(q)
+    cube = tmp_path / "cube.fits"
+    fits.PrimaryHDU(np.zeros((2, 4, 4))).writeto(cube)
+    with pytest.raises(ValueError, match="2-d image"):
+        eqm.load_fits(cube)

@@ -1,0 +1,295 @@
+"""VisData: construction checks, selection, concatenation, scans and averaging."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import eqmodels as eqm
+
+from .conftest import TEST_DATA
+from .helpers import assert_allclose
+from .reference import data_averaging as ref
+
+
+LOCAL = TEST_DATA / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
+
+
+@pytest.fixture(scope="module")
+def local():
+    pytest.importorskip("astropy")
+    return eqm.load_uvfits(LOCAL)
+
+
+def _small(**over):
+    kw = dict(
+        u=np.array([1e9, 2e9, -3e9]),
+        v=np.array([0.5e9, -1e9, 2e9]),
+        vis=np.array([1 + 1j, 0.5 - 0.2j, 0.3j]),
+        sigma=np.array([0.1, 0.1, 0.2]),
+        time=np.array([1.0, 1.0, 2.0]),
+        ant1=np.array([0, 0, 2]),
+        ant2=np.array([1, 2, 1]),
+    )
+    meta = dict(station_names=("A", "B", "C"), freq=230e9)
+    pos = {k: over.pop(k, v) for k, v in kw.items()}
+    meta.update(over)
+    return eqm.VisData(*pos.values(), **meta)
+
+
+def test_construct_and_orient():
+    d = _small()
+    assert d.n_rows == 3 and len(d) == 3 and d.n_stations == 3
+    # Row 2 was (C, B): stored as (B, C) with conjugated vis and negated (u, v).
+    assert np.asarray(d.ant1).tolist() == [0, 0, 1]
+    assert np.asarray(d.ant2).tolist() == [1, 2, 2]
+    assert complex(d.vis[2]) == -0.3j
+    assert float(d.u[2]) == 3e9 and float(d.v[2]) == -2e9
+    assert d.vis.dtype == jnp.complex128 and d.u.dtype == jnp.float64
+    assert np.all(np.asarray(d.station_xyz) == 0)
+    assert np.all(np.asarray(d.band) == 0) and d.freq == 230e9
+
+
+def test_is_a_pytree_through_jit():
+    d = _small()
+    leaves = jax.tree_util.tree_leaves(d)
+    assert len(leaves) == 10  # the per-row arrays and station_xyz
+    out = jax.jit(lambda x: x)(d)
+    assert out.station_names == d.station_names and out.mjd == d.mjd
+    assert_allclose(out.vis, d.vis, rtol=0)
+
+    @jax.jit
+    def chi2_zero_model(data):
+        return jnp.sum(jnp.abs(data.vis) ** 2 / data.sigma**2)
+
+    expect = np.sum(np.abs(np.asarray(d.vis)) ** 2 / np.asarray(d.sigma) ** 2)
+    assert_allclose(chi2_zero_model(d), expect)
+
+
+@pytest.mark.parametrize(
+    "over, exc, match",
+    [
+        (dict(u=np.zeros((3, 1))), ValueError, "1-d"),
+        (dict(u=np.zeros(3) + 1j), TypeError, "real"),
+        (dict(u=np.array([np.nan, 1.0, 2.0])), ValueError, "non-finite"),
+        (dict(v=np.zeros(2)), ValueError, "shape mismatch"),
+        (dict(vis=np.array([np.inf, 1, 1])), ValueError, "`vis` has 1 non-finite"),
+        (dict(vis=np.array(["a", "b", "c"])), TypeError, "numeric"),
+        (dict(sigma=np.array([0.1, 0.0, 0.1])), ValueError, "sigmas must be > 0"),
+        (dict(sigma=np.array([0.1, -1.0, 0.1])), ValueError, "sigmas must be > 0"),
+        (dict(time=np.array([1.0, np.nan, 1.0])), ValueError, "`time`"),
+        (dict(ant2=np.array([1, 3, 1])), ValueError, "outside"),
+        (dict(ant1=np.array([-1, 0, 2])), ValueError, "outside"),
+        (dict(ant2=np.array([0, 2, 1])), ValueError, "autocorrelations"),
+        (dict(ant1=np.array([0.5, 0, 2])), TypeError, "integers"),
+        (dict(station_names=("A", "A", "C")), ValueError, "repeated"),
+        (dict(station_names="ABC"), TypeError, "station_names"),
+        (dict(station_names=3), TypeError, "station_names"),
+        (dict(freq=-1.0), ValueError, "freq"),
+        (dict(freq="x"), TypeError, "freq"),
+        (dict(band=np.array([0, 1, 0])), ValueError, "band"),
+        (dict(station_xyz=np.zeros((2, 3))), ValueError, "station_xyz"),
+        (dict(dec=95.0), ValueError, "dec"),
+        (dict(ra=np.nan), ValueError, "ra"),
+        (dict(mjd=5.5), TypeError, "mjd"),
+        (dict(n_flagged=-1), ValueError, "n_flagged"),
+        (dict(tint=-1.0), ValueError, "tint"),
+    ],
+)
+def test_construction_errors(over, exc, match):
+    with pytest.raises(exc, match=match):
+        _small(**over)
+
+
+def test_empty_data_is_rejected():
+    with pytest.raises(ValueError, match="at least one row"):
+        eqm.VisData(
+            np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0), np.zeros(0),
+            np.zeros(0, int), np.zeros(0, int), station_names=("A", "B"), freq=1e9,
+        )  # fmt: skip
+
+
+# ------------------------------------------------------------------ selection
+def test_select(local):
+    d = local
+    names = d.station_names
+    sub = d.select_stations(["AA", "LM", "SM"])
+    assert set(sub.stations_present()) == {"AA", "LM", "SM"}
+    assert sub.n_rows == sum(
+        1
+        for a, b in zip(np.asarray(d.ant1), np.asarray(d.ant2))
+        if names[a] in ("AA", "LM", "SM") and names[b] in ("AA", "LM", "SM")
+    )
+    no_aa = d.flag_stations("AA")
+    assert "AA" not in no_aa.stations_present()
+    assert no_aa.n_rows + int(np.sum(np.asarray(d.ant1) == 0)) == d.n_rows
+    t = np.asarray(d.time)
+    win = d.select_time(t[100], t[1000])
+    assert win.n_rows == int(np.sum((t >= t[100]) & (t <= t[1000])))
+    uvd = d.uvdist
+    long = d.select_uvdist(uv_min=1e9)
+    assert long.n_rows == int(np.sum(uvd >= 1e9))
+    assert d.select_uvdist(None, 1e9).n_rows == int(np.sum(uvd <= 1e9))
+    strong = d.select_snr(10.0)
+    assert strong.n_rows == int(np.sum(d.snr >= 10))
+    both = d.select(stations=["AA", "AP", "LM"], snr_min=5, uv_range=(1e8, None))
+    assert both.n_rows == (
+        d.select_stations(["AA", "AP", "LM"]).select_snr(5).select_uvdist(1e8).n_rows
+    )
+    assert d.select(bands=[0]).n_rows == d.n_rows
+    # The station table is kept whole.
+    assert sub.station_names == d.station_names
+
+
+def test_select_errors(local):
+    with pytest.raises(ValueError, match="unknown station"):
+        local.select_stations(["AA", "XX"])
+    with pytest.raises(ValueError, match="removed every row"):
+        local.select_time(100.0, 200.0)
+    with pytest.raises(ValueError, match="low > high"):
+        local.select_time(5.0, 1.0)
+    with pytest.raises(TypeError, match="pair|time_range"):
+        local.select(time_range=3.0)
+    with pytest.raises(ValueError, match="snr_min"):
+        local.select(snr_min=float("nan"))
+    with pytest.raises(TypeError, match="unknown VisData field"):
+        local.replace(flux=1.0)
+    with pytest.raises(ValueError, match="boolean mask"):
+        local.take(np.ones(3, bool))
+
+
+# ------------------------------------------------------------------ averaging
+def test_scans_match_reference(local):
+    gap_h = 59.4 / 3600
+    expect = np.array(ref.find_scans(np.asarray(local.time), gap_h))
+    assert np.array_equal(local.scans(), expect)
+    ids = local.scan_ids()
+    for s, (a, b) in enumerate(expect):
+        t = np.asarray(local.time)[ids == s]
+        assert t.min() == a and t.max() == b
+    # A smaller gap splits scans (the 10 s records are ~10 s apart).
+    assert len(local.scans(gap=5.0)) > len(expect)
+
+
+def test_scan_average_matches_reference(local):
+    d = local
+    a = {k: np.asarray(x) for k, x in d._arrays().items()}
+    expect = ref.scan_average(
+        a["time"],
+        a["ant1"],
+        a["ant2"],
+        a["u"],
+        a["v"],
+        a["vis"],
+        a["sigma"],
+        59.4 / 3600,
+    )
+    avg = d.scan_average()
+    assert avg.n_rows == len(expect) == 91  # eht-imaging gives 91 rows too
+    # Map the averaged rows back to reference keys through their times.
+    scans = ref.find_scans(a["time"], 59.4 / 3600)
+    for k in range(avg.n_rows):
+        t = float(avg.time[k])
+        s = next(i for i, (lo, hi) in enumerate(scans) if lo <= t <= hi)
+        key = (s, int(avg.ant1[k]), int(avg.ant2[k]))
+        tt, uu, vv, vis, sig = expect[key]
+        assert t == tt
+        assert_allclose(np.array([avg.u[k], avg.v[k]]), np.array([uu, vv]), rtol=1e-13)
+        assert_allclose(avg.vis[k], np.array(vis), rtol=1e-13)
+        assert_allclose(avg.sigma[k], np.array(sig), rtol=1e-13)
+    assert float(np.sum(np.asarray(avg.tint))) == pytest.approx(
+        float(np.sum(a["tint"]))
+    )
+
+
+def test_time_average(local):
+    t0 = float(local.time[0])
+    d = local.select_time(t0, t0 + 1.0)
+    avg = d.time_average(60.0)
+    a = {k: np.asarray(x) for k, x in d._arrays().items()}
+    sec = (d.mjd - 36934) * 86400.0 + a["time"] * 3600.0
+    bins = np.floor(sec / 60.0)
+    groups = {}
+    for k in range(d.n_rows):
+        groups.setdefault((bins[k], a["ant1"][k], a["ant2"][k]), []).append(k)
+    assert avg.n_rows == len(groups)
+    for k in range(avg.n_rows):
+        centre = (d.mjd - 36934) * 86400.0 + float(avg.time[k]) * 3600.0
+        b = np.floor(centre / 60.0)
+        assert abs(centre - (b + 0.5) * 60.0) < 1e-5  # bin centre
+        rows = groups[(b, int(avg.ant1[k]), int(avg.ant2[k]))]
+        assert_allclose(avg.vis[k], np.mean(a["vis"][rows]), rtol=1e-13)
+        expect_sigma = np.sqrt(np.sum(a["sigma"][rows] ** 2)) / len(rows)
+        assert_allclose(avg.sigma[k], np.array(expect_sigma), rtol=1e-13)
+
+
+def test_averaging_errors(local):
+    with pytest.raises(ValueError, match="seconds"):
+        local.time_average(0.0)
+    with pytest.raises(ValueError, match="gap"):
+        local.scans(gap=-1.0)
+    with pytest.raises(ValueError, match="gap"):
+        local.scan_average(gap=float("inf"))
+
+
+# ------------------------------------------------------------------ concatenation
+def test_concatenate_bands_and_days(local):
+    hi = local.replace(freq=229e9)
+    both = eqm.concatenate([local, hi])
+    assert both.n_rows == 2 * local.n_rows
+    assert both.band_freqs == (local.freq, 229e9)
+    assert np.bincount(np.asarray(both.band)).tolist() == [local.n_rows] * 2
+    assert both.freq == pytest.approx(0.5 * (local.freq + 229e9))
+    # Closures never mix bands: the set is the union of both bands' sets.
+    n_cp = eqm.closure_phases(local.scan_average()).cphase.shape[0]
+    assert eqm.closure_phases(both.scan_average()).cphase.shape[0] == 2 * n_cp
+    next_day = local.replace(mjd=local.mjd + 1)
+    days = eqm.concatenate([local, next_day])
+    assert days.mjd == local.mjd
+    assert len(days.timestamps()) == 2 * len(local.timestamps())
+    assert float(days.time.max()) == pytest.approx(float(local.time.max()) + 24.0)
+    assert len(days.scans()) == 2 * len(local.scans())
+
+
+def test_concatenate_merges_station_tables(local):
+    a = local.select_stations(["AA", "AP", "LM"])
+    names = ("LM", "ZZ", "AA")
+    xyz = np.asarray(local.station_xyz)
+    b = eqm.VisData(
+        np.array([1e9]), np.array([2e9]), np.array([1.0 + 0j]), np.array([0.1]),
+        np.array([3.0]), np.array([0]), np.array([1]), station_names=names,
+        station_xyz=np.stack([xyz[4], [6.4e6, 0, 0], xyz[0]]), freq=local.freq,
+        source=local.source, ra=local.ra, dec=local.dec, mjd=local.mjd,
+    )  # fmt: skip
+    c = eqm.concatenate([a, b])
+    assert c.station_names == local.station_names + ("ZZ",)
+    assert c.n_rows == a.n_rows + 1
+    k = int(np.flatnonzero(np.asarray(c.time) == 3.0)[0])
+    assert {c.station_names[int(c.ant1[k])], c.station_names[int(c.ant2[k])]} == {
+        "LM",
+        "ZZ",
+    }
+
+
+def test_concatenate_errors(local):
+    with pytest.raises(ValueError, match="empty"):
+        eqm.concatenate([])
+    with pytest.raises(TypeError, match="VisData"):
+        eqm.concatenate([local, 3])
+    with pytest.raises(ValueError, match="different sources"):
+        eqm.concatenate([local, local.replace(source="3C279")])
+    moved = np.asarray(local.station_xyz).copy()
+    moved[0] += 100.0
+    with pytest.raises(ValueError, match="different positions"):
+        eqm.concatenate([local, local.replace(station_xyz=moved)])
+
+
+def test_summary_and_repr(local):
+    s = local.summary()
+    for piece in ("M87", "2017-04-10", "2367 rows", "186 timestamps", "7 scans"):
+        assert piece in s, piece
+    assert "21 baselines" in s and "no rows: ['SR']" in s
+    r = repr(local)
+    assert r.startswith("VisData('M87'") and "n_rows=2367" in r
+    flagged = local.replace(n_flagged=4)
+    assert "4 flagged rows dropped" in flagged.summary()
