@@ -19,8 +19,8 @@ def load(name):
 def test_quickstart_reconstructs_the_ring(tmp_path, monkeypatch):
     quickstart = load("quickstart")
     monkeypatch.setattr(quickstart, "save_png", lambda *a: None)
-    final_chi2, corr = quickstart.main(n_steps=300)
+    final_chi2, corr = quickstart.main(n_steps=150)
     assert np.isfinite(final_chi2)
-    # From chi² ~ 126 at the flat start to near the noise level, and a ring.
-    assert final_chi2 < 5.0
-    assert corr > 0.9
+    # From chi² ~ 3000 at the flat start to near the noise level, and the ring.
+    assert final_chi2 < 3.0
+    assert corr > 0.95
