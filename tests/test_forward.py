@@ -132,3 +132,19 @@ def test_three_exact_paths_agree_at_eht_scale():
     d = em.DirectFT(grid, u, v)(img)
     assert_allclose(em.SeparableFT(grid, u, v)(img), d, rtol=1e-13)
     assert_allclose(em.NUFFT(grid, u, v, eps=1e-12)(img), d, rtol=1e-10)
+
+
+def test_nufft_finufft_options():
+    from jax_finufft.options import Opts
+
+    grid = em.ImageGrid(12, 12, em.uas_to_rad(3.0))
+    u, v = random_points(grid, 25)
+    img = jnp.asarray(random_image(grid))
+    model = em.NUFFT(grid, u, v, opts=Opts(nthreads=1))
+    expected = dft_matrix(12, 12, grid.psize, u, v) @ np.asarray(img).ravel()
+    assert_allclose(model(img), expected, rtol=1e-10)
+    assert model.at(u[:3], v[:3]).opts == model.opts
+    with pytest.raises(ValueError, match="modeord"):
+        em.NUFFT(grid, u, v, opts=Opts(modeord=True))
+    with pytest.raises(TypeError, match="opts"):
+        em.NUFFT(grid, u, v, opts={"nthreads": 1})

@@ -11,7 +11,7 @@ batching rules.
   multi-transform call (the fast path FINUFFT offers); batched points fall back to a
   `lax.map`. This works on jax versions with or without that bug.
 
-The operations are cached per `(eps, ny, nx)` so that `jit` sees the same function
+The operations are cached per `(eps, ny, nx, opts)` so that `jit` sees the same function
 objects on every call (no recompilation).
 """
 
@@ -33,8 +33,9 @@ def _broadcast_batch(axis_size, batched, args):
 
 
 @functools.cache
-def centred_ops(eps: float, ny: int, nx: int):
-    """`(type2, type1, type2_with_vjp)` for this tolerance and grid shape."""
+def centred_ops(eps: float, ny: int, nx: int, opts=None):
+    """`(type2, type1, type2_with_vjp)` for this tolerance, grid shape and FINUFFT
+    options (`jax_finufft.options.Opts`, hashable, or None)."""
 
     @jax.custom_batching.custom_vmap
     def type2(f, py, px):
@@ -42,7 +43,7 @@ def centred_ops(eps: float, ny: int, nx: int):
         lead = f.shape[:-2]
         if len(lead) > 1:
             f = f.reshape(-1, ny, nx)
-        c = jax_finufft.nufft2(f, py, px, iflag=_IFLAG, eps=eps)
+        c = jax_finufft.nufft2(f, py, px, iflag=_IFLAG, eps=eps, opts=opts)
         return c.reshape(*lead, c.shape[-1])
 
     @type2.def_vmap
@@ -60,7 +61,7 @@ def centred_ops(eps: float, ny: int, nx: int):
         lead = c.shape[:-1]
         if len(lead) > 1:
             c = c.reshape(-1, c.shape[-1])
-        f = jax_finufft.nufft1((ny, nx), c, py, px, iflag=_IFLAG, eps=eps)
+        f = jax_finufft.nufft1((ny, nx), c, py, px, iflag=_IFLAG, eps=eps, opts=opts)
         return f.reshape(*lead, ny, nx)
 
     @type1.def_vmap

@@ -1,10 +1,14 @@
 """Matrix-free forward model via jax-finufft."""
 
 import math
+from typing import Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import jax_finufft
+import jax_finufft.lowering
+import jax_finufft.options
 import numpy as np
 from jaxtyping import Array, ArrayLike, Complex, Float
 
@@ -13,6 +17,22 @@ from .._pulse import AbstractPulse
 from .._validation import is_concrete
 from ._base import AbstractForwardModel, check_pulse, prepare_points
 from ._finufft_ops import centred_ops
+
+
+def _check_device_support(points) -> None:
+    """The PyPI wheels of jax-finufft are CPU-only: fail at construction, not with an
+    MLIR error at the first call, when the points live on a GPU without them."""
+    if not is_concrete(points):
+        return
+    platforms = {d.platform for d in points.devices()}
+    if platforms - {"cpu"} and jax_finufft.lowering.jax_finufft_gpu is None:
+        raise RuntimeError(
+            f"NUFFT points were placed on {sorted(platforms)}, but the installed "
+            "jax-finufft has no GPU support (the PyPI wheels are CPU-only). Build "
+            "jax-finufft with CUDA (JAX_FINUFFT_USE_CUDA=ON), or build the model "
+            "on the CPU (`with jax.default_device(jax.devices('cpu')[0]): ...`), "
+            "or use `SeparableFT` / `DirectFT`, which run anywhere."
+        )
 
 
 def _varying_axes(x) -> frozenset:
@@ -56,7 +76,11 @@ class NUFFT(AbstractForwardModel, strict=True):
     u: Float[Array, "*points"]
     v: Float[Array, "*points"]
     pulse: AbstractPulse
+    py: Float[Array, " n"]
+    px: Float[Array, " n"]
+    factor: Complex[Array, " n"]
     eps: float = eqx.field(static=True)
+    opts: Any = eqx.field(static=True)
 
     def __init__(
         self,
@@ -66,6 +90,7 @@ class NUFFT(AbstractForwardModel, strict=True):
         pulse: AbstractPulse | None = None,
         *,
         eps: float | None = None,
+        opts=None,
         dtype=None,
     ):
         """**Arguments:**
@@ -75,6 +100,9 @@ class NUFFT(AbstractForwardModel, strict=True):
         - `pulse`: pixel pulse, default [`eqmodels.TrianglePulse`][].
         - `eps`: FINUFFT relative tolerance (static: a new value recompiles);
           default `1e-12` in float64, `1e-6` in float32 (its floor).
+        - `opts`: FINUFFT options, a `jax_finufft.options.Opts` (static), e.g.
+          `Opts(nthreads=1)` when other processes share the cores. The mode order
+          is fixed (centred): `modeord` must stay `False`.
         - `dtype`: `float32` or `float64`; default from `u`, `v`.
         """
         u, v, dtype = prepare_points(grid, u, v, dtype)
@@ -101,34 +129,50 @@ class NUFFT(AbstractForwardModel, strict=True):
                         "smaller `psize` (more pixels over the same field of view) or "
                         "drop the longest baselines."
                     )
+        if opts is not None:
+            if not isinstance(opts, jax_finufft.options.Opts):
+                raise TypeError(
+                    "`opts` must be a `jax_finufft.options.Opts` or None, got "
+                    f"{type(opts).__name__}."
+                )
+            if opts.modeord:
+                raise ValueError(
+                    "`opts.modeord` must be False: the NUFFT uses centred modes."
+                )
         self.grid = grid
         self.u = jnp.asarray(u)
         self.v = jnp.asarray(v)
         self.pulse = check_pulse(pulse)
         self.eps = eps
+        self.opts = opts
+        _check_device_support(self.u)
+        # Points and the per-point factor (pixel pulse times the half-pixel phase of
+        # each even axis: centred modes sit half a pixel off the phase centre there)
+        # are fixed: computed once, on the host in float64 when the points are
+        # concrete, and held as leaves.
+        xp = np if is_concrete(u) else jnp
+        u64 = xp.reshape(xp.asarray(u, np.float64 if xp is np else None), (-1,))
+        v64 = xp.reshape(xp.asarray(v, np.float64 if xp is np else None), (-1,))
+        psize = grid.psize
+        shift = xp.zeros_like(u64)
+        if grid.nx % 2 == 0:
+            shift = shift - math.pi * psize * u64
+        if grid.ny % 2 == 0:
+            shift = shift - math.pi * psize * v64
+        factor = self.pulse(u64, v64, psize) * xp.exp(1j * shift)
+        ctype = np.complex64 if dtype == np.float32 else np.complex128
+        self.py = jnp.asarray((2.0 * math.pi * psize) * v64, dtype)
+        self.px = jnp.asarray((2.0 * math.pi * psize) * u64, dtype)
+        self.factor = jnp.asarray(factor, ctype)
 
     def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:
         image = self._check_image(image)
-        u = self.u.reshape(-1)
-        v = self.v.reshape(-1)
-        psize = self.grid.psize
-        py = (2.0 * math.pi * psize) * v
-        px = (2.0 * math.pi * psize) * u
-        image = _mark_varying_like(image, py, px)
-        _, _, transform = centred_ops(self.eps, self.grid.ny, self.grid.nx)
-        ctype = jnp.complex64 if self.dtype == np.float32 else jnp.complex128
-        raw = transform(image.astype(ctype), py, px)
-        # Half-pixel shift for even axes (centred modes sit half a pixel off the
-        # phase centre there), times the pixel pulse.
-        shift = jnp.zeros_like(u)
-        if self.grid.nx % 2 == 0:
-            shift = shift - math.pi * psize * u
-        if self.grid.ny % 2 == 0:
-            shift = shift - math.pi * psize * v
-        factor = self.pulse(u, v, psize) * jax.lax.complex(
-            jnp.cos(shift), jnp.sin(shift)
-        )
-        return (factor * raw).reshape(self.u.shape)
+        image = _mark_varying_like(image, self.py, self.px)
+        _, _, transform = centred_ops(self.eps, self.grid.ny, self.grid.nx, self.opts)
+        raw = transform(image.astype(self.factor.dtype), self.py, self.px)
+        return (self.factor * raw).reshape(self.u.shape)
 
     def at(self, u: ArrayLike, v: ArrayLike) -> "NUFFT":
-        return NUFFT(self.grid, u, v, self.pulse, eps=self.eps, dtype=self.dtype)
+        return NUFFT(
+            self.grid, u, v, self.pulse, eps=self.eps, opts=self.opts, dtype=self.dtype
+        )
