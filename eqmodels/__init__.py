@@ -63,6 +63,32 @@ from ._data._uvfits import load_uvfits as load_uvfits
 from ._data._visdata import concatenate as concatenate, VisData as VisData
 
 # --- end data ---
-
 # --- terms, regularizers, image models, objective (issue 4) ---
+from ._forward._select import make_forward as make_forward
+from ._image._gaussian import GaussianImage as GaussianImage
+from ._image._ring import RingImage as RingImage
+from ._objective import Objective as Objective
+from ._regularizers._base import (
+    AbstractRegularizer as AbstractRegularizer,
+    beam_from_uv as beam_from_uv,
+)
+from ._regularizers._entropy import (
+    GullSkillingEntropy as GullSkillingEntropy,
+    SimpleEntropy as SimpleEntropy,
+)
+from ._regularizers._flux import Flux as Flux
+from ._regularizers._moments import (
+    Centroid as Centroid,
+    Compactness as Compactness,
+    Compactness2 as Compactness2,
+    GaussianMoments as GaussianMoments,
+)
+from ._regularizers._smoothness import TSV as TSV, TV as TV
+from ._regularizers._sparsity import L1 as L1, WeightedL1 as WeightedL1
+from ._terms._amp import AmpChi2 as AmpChi2
+from ._terms._base import AbstractTerm as AbstractTerm
+from ._terms._bispectrum import BispectrumChi2 as BispectrumChi2
+from ._terms._camp import ClosureAmpChi2 as ClosureAmpChi2
+from ._terms._cphase import ClosurePhaseChi2 as ClosurePhaseChi2
+from ._terms._logcamp import LogClosureAmpChi2 as LogClosureAmpChi2
 # --- end objective ---

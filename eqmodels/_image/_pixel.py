@@ -129,6 +129,64 @@ class PixelImage(AbstractImageModel, strict=True):
         params = jnp.log(jnp.asarray(image)) if transform == "log" else image
         return cls(grid, params, transform=transform, mask=mask, dtype=dtype)
 
+    @classmethod
+    def from_prior(
+        cls,
+        prior: Float[ArrayLike, "ny nx"],
+        grid: ImageGrid,
+        *,
+        clipfloor: float = 0.0,
+        init: Float[ArrayLike, "ny nx"] | None = None,
+        flux: float | None = None,
+        transform: Literal["log", "identity"] = "log",
+        dtype=None,
+    ) -> "PixelImage":
+        """A `PixelImage` whose free pixels are where `prior > clipfloor`
+        (eht-imaging's embed mask), starting from `init` (default: the prior).
+
+        **Arguments:**
+
+        - `prior`: the prior image `(ny, nx)`, Jy/pixel.
+        - `grid`: the [`eqmodels.ImageGrid`][].
+        - `clipfloor`: pixels where `prior <= clipfloor` are fixed at 0. eht-imaging
+          compares with the prior as given; pass a floor relative to its peak
+          (e.g. `1e-4 * prior.max()`) for a scale-free mask.
+        - `init`: the initial image (default `prior`); must be > 0 on the mask for
+          the log transform.
+        - `flux`: if given, `init` is rescaled to sum to `flux` on the mask (as
+          eht-imaging rescales its initial image to the total flux).
+        - `transform`, `dtype`: as for the constructor.
+        """
+        prior = np.asarray(as_real("prior", prior))
+        if prior.shape != grid.shape:
+            raise ValueError(
+                f"`prior` has shape {prior.shape}, the grid is {grid.shape}."
+            )
+        try:
+            clipfloor = float(clipfloor)
+        except (TypeError, ValueError):
+            raise TypeError(f"`clipfloor` must be a float, got {clipfloor!r}.")
+        mask = prior > clipfloor
+        if not mask.any():
+            raise ValueError(
+                f"no pixel of `prior` is above `clipfloor`={clipfloor} (prior max "
+                f"{prior.max():.4g}): lower the clip floor."
+            )
+        image = prior if init is None else np.asarray(as_real("init", init))
+        if image.shape != grid.shape:
+            raise ValueError(
+                f"`init` has shape {image.shape}, the grid is {grid.shape}."
+            )
+        image = np.where(mask, image, 0.0)
+        if flux is not None:
+            total = image.sum()
+            if not total > 0:
+                raise ValueError("`init` has no positive flux on the mask to rescale.")
+            image = image * (float(flux) / total)
+        if transform == "log":
+            image = np.where(mask, image, 1.0)  # unused off the mask
+        return cls.from_image(image, grid, transform=transform, mask=mask, dtype=dtype)
+
     @property
     def mask(self) -> np.ndarray:
         """The boolean embed mask, `(ny, nx)`."""

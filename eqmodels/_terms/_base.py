@@ -38,6 +38,10 @@ class AbstractTerm(eqx.Module, strict=True):
     `Objective` treats the two families differently (e.g. `chi2_offset`).
     """
 
+    # numpy must defer `array * term` to `__rmul__` (which rejects non-scalars)
+    # rather than broadcasting the term into an object array.
+    __array_ufunc__ = None
+
     @abc.abstractmethod
     def __call__(self, image: ImageLike) -> Scalar:
         """**Arguments:** `image`, an `(ny, nx)` array or an image model.
@@ -46,16 +50,11 @@ class AbstractTerm(eqx.Module, strict=True):
         """
 
     def __mul__(self, weight) -> "AbstractTerm":
-        from .._objective import as_objective, Objective
+        from .._objective import as_objective
 
         obj = as_objective(self)
-        return Objective(
-            obj.terms,
-            obj.weights * _scalar_weight(weight),
-            names=obj.names,
-            chi2_offset=obj.chi2_offset,
-            share=obj.share,
-        )
+        w = _scalar_weight(weight)
+        return obj.with_weights(obj.weights * w.astype(obj.weights.dtype))
 
     def __rmul__(self, weight) -> "AbstractTerm":
         return self.__mul__(weight)

@@ -1,0 +1,92 @@
+"""A thin-ring image model with a brightness asymmetry."""
+
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from .._custom_types import RealLike
+from .._grid import ImageGrid
+from .._validation import is_concrete, resolve_float_dtype
+from ._base import AbstractImageModel
+from ._parametric import FWHM_PER_SIGMA, param, pixel_offsets
+
+
+class RingImage(AbstractImageModel, strict=True):
+    r"""A ring with a Gaussian radial profile and a cosine brightness asymmetry,
+    rendered on the grid, differentiable in its parameters:
+
+    `I_p = F · g_p / Σ_q g_q`,
+    `g_p = exp(−(r_p − d/2)² / (2σ_w²)) · (1 + A cos(θ_p − θ_A))`,
+
+    with `r`, `θ` the distance and position angle (east of north) of the pixel
+    centre from `(x0, y0)`, `d` the diameter, `σ_w = w / sqrt(8 ln 2)` for the
+    FWHM width `w`, `A ∈ [−1, 1]` the asymmetry and `θ_A` the position angle of the
+    bright side. Normalised to sum to `F` exactly.
+    """
+
+    grid: ImageGrid
+    flux: Float[Array, ""]
+    diameter: Float[Array, ""]
+    width: Float[Array, ""]
+    x0: Float[Array, ""]
+    y0: Float[Array, ""]
+    asymmetry: Float[Array, ""]
+    asymmetry_angle: Float[Array, ""]
+
+    def __init__(
+        self,
+        grid: ImageGrid,
+        flux: RealLike,
+        diameter: RealLike,
+        width: RealLike,
+        *,
+        x0: RealLike = 0.0,
+        y0: RealLike = 0.0,
+        asymmetry: RealLike = 0.0,
+        asymmetry_angle: RealLike = 0.0,
+        dtype=None,
+    ):
+        """**Arguments:**
+
+        - `grid`: the [`eqmodels.ImageGrid`][].
+        - `flux`: total flux `F` (Jy).
+        - `diameter`: ring diameter `d` (radians; `eqmodels.uas_to_rad(40.0)`).
+        - `width`: FWHM of the radial profile (radians, > 0).
+        - `x0`, `y0`: centre (radians; +x east, +y north).
+        - `asymmetry`: `A` in `[−1, 1]` (0: uniform ring).
+        - `asymmetry_angle`: position angle of the bright side, radians east of
+          north.
+        - `dtype`: float32 / float64 (default: JAX's default float, float64 under
+          x64).
+        """
+        if not isinstance(grid, ImageGrid):
+            raise TypeError(
+                f"`grid` must be an `ImageGrid`, got {type(grid).__name__}."
+            )
+        dtype = resolve_float_dtype(jnp.result_type(float) if dtype is None else dtype)
+        self.grid = grid
+        self.flux = param("flux", flux, dtype)
+        self.diameter = param("diameter", diameter, dtype, positive=True)
+        self.width = param("width", width, dtype, positive=True)
+        self.x0 = param("x0", x0, dtype)
+        self.y0 = param("y0", y0, dtype)
+        self.asymmetry = param("asymmetry", asymmetry, dtype)
+        if is_concrete(self.asymmetry) and not abs(float(self.asymmetry)) <= 1:
+            raise ValueError(
+                f"`asymmetry` must be in [-1, 1] (the brightness stays >= 0), got "
+                f"{float(self.asymmetry)}."
+            )
+        self.asymmetry_angle = param("asymmetry_angle", asymmetry_angle, dtype)
+
+    def __call__(self) -> Float[Array, "ny nx"]:
+        dx, dy = pixel_offsets(self.grid, self.x0, self.y0, self.flux.dtype)
+        p = self.grid.psize
+        r2 = dx * dx + dy * dy
+        ok = r2 > 0
+        r = jnp.where(ok, jnp.sqrt(jnp.where(ok, r2, 1.0)), 0.0)
+        s_w = self.width / (FWHM_PER_SIGMA * p)
+        radial = jnp.exp(-0.5 * ((r - 0.5 * self.diameter / p) / s_w) ** 2)
+        # cos(θ − θ_A) with sin θ = Δx / r, cos θ = Δy / r (0 at the centre).
+        proj = dx * jnp.sin(self.asymmetry_angle) + dy * jnp.cos(self.asymmetry_angle)
+        cos_t = jnp.where(ok, proj / jnp.where(ok, r, 1.0), 0.0)
+        g = radial * (1.0 + self.asymmetry * cos_t)
+        return self.flux * g / jnp.sum(g)

@@ -1,0 +1,131 @@
+"""The regularizer interface, and the checks and normalisation constants shared by
+the regularizers."""
+
+import abc
+import math
+
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float, Scalar
+
+from .._grid import ImageGrid
+from .._terms._base import AbstractTerm, as_image, ImageLike
+from .._validation import as_real, is_concrete
+
+
+class AbstractRegularizer(AbstractTerm, strict=True):
+    """Base class of regularizers: a penalty on the image, to be **minimised**.
+
+    `reg(image)` accepts an `(ny, nx)` array or an [`eqmodels.AbstractImageModel`][];
+    subclasses implement `penalty(image)` on the array. Regularizers compose with
+    data terms into an [`eqmodels.Objective`][]: `100 * SimpleEntropy(...) + ...`.
+
+    Entropies are returned with eht-imaging's sign flipped (eht-imaging maximises
+    `S`, we minimise `−S`), so every regularizer here is a penalty.
+    """
+
+    @abc.abstractmethod
+    def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
+        """**Arguments:** `image`, a real `(ny, nx)` array (Jy/pixel).
+
+        **Returns:** the penalty (a scalar).
+        """
+
+    def __call__(self, image: ImageLike) -> Scalar:
+        """**Arguments:** `image`, an `(ny, nx)` array or an image model.
+
+        **Returns:** the penalty (a scalar).
+        """
+        return self.penalty(as_image(image))
+
+
+def check_grid(grid) -> ImageGrid:
+    if not isinstance(grid, ImageGrid):
+        raise TypeError(f"`grid` must be an `ImageGrid`, got {type(grid).__name__}.")
+    return grid
+
+
+def check_image_shape(image: Float[Array, "..."], shape: tuple[int, ...], who: str):
+    if tuple(image.shape) != tuple(shape):
+        raise ValueError(
+            f"{who}: `image` has shape {tuple(image.shape)} but the regularizer is "
+            f"built for {tuple(shape)} (ny, nx); a batch of images goes through "
+            "`jax.vmap`."
+        )
+
+
+def scalar_leaf(name: str, x, *, positive: bool = True) -> Float[Array, ""]:
+    """A finite (positive) scalar, held as an array leaf."""
+    x = as_real(name, x)
+    if is_concrete(x):
+        if np.ndim(x) != 0:
+            raise ValueError(f"`{name}` must be a scalar, got shape {np.shape(x)}.")
+        if positive and not float(x) > 0:
+            raise ValueError(f"`{name}` must be > 0, got {float(x)}.")
+    return jnp.asarray(x, jnp.result_type(float))
+
+
+def optional_scalar(name: str, x, needed: bool, why: str) -> Float[Array, ""] | None:
+    if x is None:
+        if needed:
+            raise ValueError(f"`{name}` is required {why}.")
+        return None
+    return scalar_leaf(name, x)
+
+
+def check_prior(prior: Float[ArrayLike, "ny nx"], *, nonneg: bool = True):
+    prior = as_real("prior", prior)
+    if is_concrete(prior):
+        prior = np.asarray(prior)
+        if prior.ndim != 2:
+            raise ValueError(
+                f"`prior` must be an image of shape (ny, nx), got shape {prior.shape}."
+            )
+        if nonneg and np.any(prior < 0):
+            raise ValueError(
+                "`prior` has negative pixels; a prior image must be >= 0 (pixels "
+                "where it is 0 must be 0 in the image too, e.g. outside a mask)."
+            )
+    return jnp.asarray(prior, jnp.result_type(float))
+
+
+def check_eps(eps: float, name: str = "eps") -> float:
+    try:
+        eps = float(eps)
+    except (TypeError, ValueError):
+        raise TypeError(f"`{name}` must be a float, got {eps!r}.")
+    if not (math.isfinite(eps) and eps >= 0):
+        raise ValueError(f"`{name}` must be finite and >= 0, got {eps}.")
+    return eps
+
+
+def as_dtype(x: Float[Array, "*s"], like: Float[Array, "..."]) -> Float[Array, "*s"]:
+    """Cast a held constant to the image's dtype (float32 images stay float32)."""
+    return jnp.asarray(x, like.dtype)
+
+
+def coords(grid: ImageGrid, like: Float[Array, "..."]):
+    """Pixel-centre coordinate images `(xx, yy)` in radians, the image's dtype."""
+    xx, yy = grid.coords()
+    return jnp.asarray(xx, like.dtype), jnp.asarray(yy, like.dtype)
+
+
+def safe_sqrt(s: Float[Array, "*s"]) -> Float[Array, "*s"]:
+    """`sqrt(s)` for `s >= 0`, with value and derivative 0 at `s == 0`."""
+    ok = s > 0
+    return jnp.where(ok, jnp.sqrt(jnp.where(ok, s, 1.0)), 0.0)
+
+
+def beam_from_uv(u: Float[ArrayLike, "*p"], v: Float[ArrayLike, "*p"]) -> float:
+    """The nominal resolution `b = 1 / max |(u, v)|` (radians), eht-imaging's
+    `obs.res()`, used by the regularizers' normalisations.
+
+    **Arguments:** `u`, `v` in wavelengths (e.g. `data.u`, `data.v`).
+
+    **Returns:** `b` in radians.
+    """
+    u = np.asarray(u, np.float64)
+    v = np.asarray(v, np.float64)
+    if u.size == 0:
+        raise ValueError("`u` is empty: the beam needs at least one baseline.")
+    return float(1.0 / np.max(np.hypot(u, v)))

@@ -1,0 +1,34 @@
+"""Total-flux constraint."""
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Scalar
+
+from .._custom_types import RealLike
+from ._base import AbstractRegularizer, as_dtype, scalar_leaf
+
+
+class Flux(AbstractRegularizer, strict=True):
+    r"""Total-flux penalty, eht-imaging's `'flux'` with the sign flipped:
+
+    `R(I) = (Σ_p I_p − F)²`, divided by `F²` when `normalise=True`.
+    """
+
+    flux: Float[Array, ""]
+    normalise: bool = eqx.field(static=True)
+
+    def __init__(self, flux: RealLike, *, normalise: bool = False):
+        """**Arguments:**
+
+        - `flux`: the target total flux `F` (Jy, > 0).
+        - `normalise`: divide by `F²`.
+        """
+        self.flux = scalar_leaf("flux", flux)
+        self.normalise = bool(normalise)
+
+    def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
+        if image.ndim != 2:
+            raise ValueError(f"Flux: `image` must be (ny, nx), got {image.shape}.")
+        f = as_dtype(self.flux, image)
+        d = jnp.sum(image) - f
+        return d * d / (f * f) if self.normalise else d * d

@@ -1,0 +1,70 @@
+"""Sparsity regularizers: L1 and prior-weighted L1."""
+
+import equinox as eqx
+import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float, Scalar
+
+from .._custom_types import RealLike
+from ._base import (
+    AbstractRegularizer,
+    as_dtype,
+    check_eps,
+    check_image_shape,
+    check_prior,
+    optional_scalar,
+)
+
+
+class L1(AbstractRegularizer, strict=True):
+    r"""L1 norm of the image, eht-imaging's `'l1'` with the sign flipped:
+
+    `R(I) = Σ_p |I_p|`, divided by the target flux `F` when `normalise=True`.
+    (Its derivative at `I_p = 0` is taken as 0.)
+    """
+
+    flux: Float[Array, ""] | None
+    normalise: bool = eqx.field(static=True)
+
+    def __init__(self, *, flux: RealLike | None = None, normalise: bool = False):
+        """**Arguments:**
+
+        - `flux`: target total flux `F` (Jy); needed when `normalise=True`.
+        - `normalise`: divide by `F`.
+        """
+        self.normalise = bool(normalise)
+        self.flux = optional_scalar("flux", flux, self.normalise, "when normalise=True")
+
+    def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
+        if image.ndim != 2:
+            raise ValueError(f"L1: `image` must be (ny, nx), got {image.shape}.")
+        out = jnp.sum(jnp.abs(image))
+        return out / as_dtype(self.flux, image) if self.normalise else out
+
+
+class WeightedL1(AbstractRegularizer, strict=True):
+    r"""Prior-weighted L1, eht-imaging's `'l1w'` with the sign flipped:
+
+    `R(I) = Σ_p sqrt(I_p² + ε) / (sqrt(P_p² + ε) + ε)`, `ε = 1e-10` by default
+    (a smooth L1 that penalises flux where the prior is faint). No normalisation.
+    """
+
+    prior: Float[Array, "ny nx"]
+    eps: float = eqx.field(static=True)
+
+    def __init__(self, prior: Float[ArrayLike, "ny nx"], *, eps: float = 1e-10):
+        """**Arguments:**
+
+        - `prior`: prior image `P`, shape `(ny, nx)`.
+        - `eps`: the smoothing `ε` (>= 0; 0 gives a plain weighted L1).
+        """
+        self.prior = check_prior(prior, nonneg=False)
+        self.eps = check_eps(eps)
+
+    def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
+        check_image_shape(image, self.prior.shape, "WeightedL1")
+        prior = as_dtype(self.prior, image)
+        s = image * image + self.eps
+        ok = s > 0
+        num = jnp.where(ok, jnp.sqrt(jnp.where(ok, s, 1.0)), 0.0)
+        den = jnp.sqrt(prior * prior + self.eps) + self.eps
+        return jnp.sum(num / den)

@@ -1,0 +1,153 @@
+"""Data terms: constructors from the data layer's products (`from_data`, every
+forward model), float32, and clear construction errors."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import eqmodels as em
+from tests.helpers import assert_allclose
+from tests.test_terms import DATA_TERMS, GRID, positive_image, products
+
+
+DAY_100 = "tests/data/SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
+FROM_DATA = [
+    (em.AmpChi2, em.amplitudes, "amp"),
+    (em.BispectrumChi2, em.bispectra, "bispectrum"),
+    (em.ClosurePhaseChi2, em.closure_phases, "cphase"),
+    (em.LogClosureAmpChi2, em.log_closure_amplitudes, "logcamp"),
+    (em.ClosureAmpChi2, em.closure_amplitudes, "camp"),
+]
+
+
+@pytest.fixture(scope="module")
+def visdata():
+    return em.load_uvfits(DAY_100).scan_average()
+
+
+@pytest.mark.parametrize("forward", ["direct", "separable", "nufft"])
+def test_from_data_products(visdata, forward):
+    grid = em.ImageGrid.from_fov(32, 128.0)
+    img = jnp.asarray(np.asarray(em.GaussianImage(grid, 0.6, em.uas_to_rad(40.0))()))
+    kw = {"eps": 1e-12} if forward == "nufft" else {}
+    terms = [em.VisChi2.from_data(visdata, grid, forward=forward, **kw)]
+    raw = [
+        em.VisChi2(em.DirectFT(grid, visdata.u, visdata.v), visdata.vis, visdata.sigma)
+    ]
+    for cls, make, field in FROM_DATA:
+        prod = make(visdata)
+        terms.append(cls.from_data(prod, grid, forward=forward, **kw))
+        raw.append(
+            cls(em.DirectFT(grid, prod.u, prod.v), getattr(prod, field), prod.sigma)
+        )
+    for t, r in zip(terms, raw):
+        assert t.n_rows == r.n_rows
+        assert isinstance(
+            t.forward,
+            em.make_forward(forward, grid, np.zeros(1), np.zeros(1)).__class__,
+        )
+    vals = jax.jit(lambda x: [t(x) for t in terms])(img)
+    refs = jax.jit(lambda x: [t(x) for t in raw])(img)
+    rtol = 1e-10 if forward == "nufft" else 1e-12
+    for v, r in zip(vals, refs):
+        assert np.isfinite(float(v))
+        assert_allclose(v, r, rtol=rtol)
+
+
+def test_float32_terms():
+    img = positive_image().astype(np.float32)
+    for case in DATA_TERMS:
+        u, v, value, sigma = products()[case.key]
+        term = case.cls(em.DirectFT(GRID, u, v, dtype=jnp.float32), value, sigma)
+        assert term.weight.dtype == jnp.float32
+        val, grad = jax.jit(jax.value_and_grad(lambda x: term(x)))(jnp.asarray(img))
+        assert val.dtype == jnp.float32 and grad.dtype == jnp.float32
+        ref_val, _ = case.reference(img.astype(np.float64))
+        assert_allclose(val, ref_val, rtol=5e-4, err=case.name)
+
+
+def _args(key):
+    u, v, value, sigma = products()[key]
+    return em.DirectFT(GRID, u, v), value, sigma
+
+
+def _bad(key, **change):
+    fwd, value, sigma = _args(key)
+    fwd = change.get("forward", fwd)
+    value = change.get("value", value)
+    sigma = change.get("sigma", sigma)
+    return fwd, value, sigma
+
+
+AMP_FWD = em.DirectFT(GRID, *products()["amp"][:2])
+
+
+@pytest.mark.parametrize(
+    "cls,key,change,exc,match",
+    [
+        (em.AmpChi2, "amp", dict(forward="direct"), TypeError, "forward"),
+        (em.ClosurePhaseChi2, "cphase", dict(forward=AMP_FWD), ValueError, r"\(n, 3\)"),
+        (em.LogClosureAmpChi2, "cphase", {}, ValueError, r"\(n, 4\)"),
+        (em.AmpChi2, "cphase", {}, ValueError, r"\(n,\)"),
+        (
+            em.AmpChi2,
+            "amp",
+            dict(value=np.ones(3), sigma=np.ones(3)),
+            ValueError,
+            "`amp` has shape",
+        ),
+        (em.AmpChi2, "amp", dict(sigma=np.zeros(45)), ValueError, "sigmas must be > 0"),
+        (em.ClosureAmpChi2, "camp", dict(sigma=-np.ones(12)), ValueError, "sigma"),
+        (
+            em.LogClosureAmpChi2,
+            "logcamp",
+            dict(value=np.full(12, np.nan)),
+            ValueError,
+            "non-finite",
+        ),
+        (
+            em.ClosurePhaseChi2,
+            "cphase",
+            dict(value=np.full(15, 120.0)),
+            ValueError,
+            "radians",
+        ),
+        (
+            em.BispectrumChi2,
+            "bispectrum",
+            dict(value=np.ones(4, complex), sigma=np.ones(4)),
+            ValueError,
+            "`bispectrum` has shape",
+        ),
+        (
+            em.BispectrumChi2,
+            "bispectrum",
+            dict(value=np.full(15, np.inf + 0j)),
+            ValueError,
+            "non-finite",
+        ),
+    ],
+)
+def test_construction_errors(cls, key, change, exc, match):
+    with pytest.raises(exc, match=match):
+        cls(*_bad(key, **change))
+
+
+def test_make_forward_errors():
+    with pytest.raises(ValueError, match="one of"):
+        em.make_forward("fft", GRID, np.zeros(1), np.zeros(1))
+    with pytest.raises(TypeError, match="eps"):
+        em.make_forward("direct", GRID, np.zeros(1), np.zeros(1), eps=1e-9)
+    u, v, amp, sigma = products()["amp"]
+    prod = em.AmpProducts(
+        u=jnp.asarray(u),
+        v=jnp.asarray(v),
+        amp=jnp.asarray(amp),
+        sigma=jnp.asarray(sigma),
+        time=jnp.zeros(u.size),
+        stations=jnp.zeros((u.size, 2), jnp.int32),
+    )
+    with pytest.raises(ValueError, match="one of"):
+        em.AmpChi2.from_data(prod, GRID, forward="dft")
+    assert em.AmpChi2.from_data(prod, GRID).n_rows == u.size
