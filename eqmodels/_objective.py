@@ -26,6 +26,7 @@ from ._terms._cphase import ClosurePhaseChi2
 from ._terms._logcamp import LogClosureAmpChi2
 from ._terms._shared import GivenVis, share_key, SharedForward
 from ._terms._vis import VisChi2
+from ._validation import is_concrete
 
 
 # Short names (eht-imaging's) used as report keys.
@@ -111,11 +112,12 @@ class Objective(AbstractTerm, strict=True):
     def __init__(
         self,
         terms: Sequence[AbstractTerm],
-        weights: Float[ArrayLike, " n"] | Sequence[float] | None = None,
+        weights: Float[ArrayLike, " n"] | Sequence[float | int] | None = None,
         *,
         names: Sequence[str] | None = None,
         chi2_offset: bool = False,
         share: bool = True,
+        _shared: tuple[SharedForward, ...] | None = None,
     ):
         """**Arguments:**
 
@@ -138,12 +140,17 @@ class Objective(AbstractTerm, strict=True):
                     "every term must be a data term or a regularizer (an "
                     f"`AbstractTerm`), got {type(t).__name__}."
                 )
+        # Concrete weights are combined in numpy (no tiny device kernel compiled
+        # per shape while an objective is assembled); traced ones in jnp.
+        wdtype = jnp.result_type(float)
+        nested = [t.weights for t in terms if isinstance(t, Objective)]
+        xp = np if all(is_concrete(w) for w in [weights, *nested]) else jnp
         if weights is None:
-            weights = jnp.ones(len(terms), jnp.result_type(float))
-        weights = jnp.asarray(weights)
-        if weights.dtype == jnp.bool_ or jnp.iscomplexobj(weights):
+            weights = xp.ones(len(terms), wdtype)
+        weights = xp.asarray(weights)
+        if weights.dtype == np.bool_ or np.iscomplexobj(weights):
             raise TypeError(f"`weights` must be real, got dtype {weights.dtype}.")
-        weights = weights.astype(jnp.result_type(float))
+        weights = weights.astype(wdtype)
         if weights.shape != (len(terms),):
             raise ValueError(
                 f"`weights` has shape {weights.shape} but there are {len(terms)} "
@@ -160,21 +167,26 @@ class Objective(AbstractTerm, strict=True):
         for i, t in enumerate(terms):
             if isinstance(t, Objective):
                 flat_terms.extend(t.terms)
-                flat_w.append(weights[i] * t.weights)
+                flat_w.append(weights[i] * xp.asarray(t.weights))
                 flat_names.extend(t.names)
             else:
                 flat_terms.append(t)
                 flat_w.append(weights[i : i + 1])
                 flat_names.append(default_name(t) if names is None else names[i])
         self.terms = tuple(flat_terms)
-        self.weights = jnp.concatenate(flat_w)
+        self.weights = jnp.asarray(xp.concatenate(flat_w))
         self.names = _unique_names(flat_names)
         self.chi2_offset = bool(chi2_offset)
         self.share = bool(share)
-        self.shared = _build_shared(self.terms) if self.share else ()
+        if not self.share:
+            self.shared = ()
+        elif _shared is not None:  # internal: reused by `a + b` (see `concatenate`)
+            self.shared = _shared
+        else:
+            self.shared = _build_shared(self.terms)
 
     def with_weights(
-        self, weights: Float[ArrayLike, " n"] | Sequence[float]
+        self, weights: Float[ArrayLike, " n"] | Sequence[float | int]
     ) -> "Objective":
         """The same objective with other weights (works with traced weights, e.g.
         inside `jax.vmap` for a survey).
@@ -243,12 +255,17 @@ class Objective(AbstractTerm, strict=True):
         return f"Objective({' + '.join(parts)}, chi2_offset={self.chi2_offset})"
 
 
+def _shareable(term: AbstractTerm):
+    """The share key of a built-in data term, or None."""
+    if type(term) not in _SHAREABLE_TERMS:
+        return None
+    return share_key(term.forward)
+
+
 def _build_shared(terms: tuple[AbstractTerm, ...]) -> tuple[SharedForward, ...]:
     groups: list[tuple[object, list[int]]] = []
     for i, t in enumerate(terms):
-        if type(t) not in _SHAREABLE_TERMS:
-            continue
-        key = share_key(t.forward)
+        key = _shareable(t)
         if key is None:
             continue
         for k, members in groups:
@@ -272,16 +289,47 @@ def as_objective(term: AbstractTerm) -> Objective:
 
 def concatenate(a: AbstractTerm, b: AbstractTerm) -> Objective:
     """`a + b`: the terms of both, weights kept."""
-    oa, ob = as_objective(a), as_objective(b)
-    if oa.chi2_offset != ob.chi2_offset:
+    # A bare term joins without a one-term objective (and its shared transforms)
+    # being built first.
+    oa, ob = (
+        x if isinstance(x, Objective) else Objective((x,), share=False) for x in (a, b)
+    )
+    # The offset only concerns data terms: a side without any has no say (so
+    # `Objective([...], chi2_offset=True) + 10 * TV(grid)` keeps the offset).
+    a_data, b_data = oa.is_data_term.any(), ob.is_data_term.any()
+    if a_data and b_data and oa.chi2_offset != ob.chi2_offset:
         raise ValueError(
-            "cannot add objectives with different `chi2_offset`; add them first, "
-            "then set it on the sum: `Objective([a + b], chi2_offset=True)`."
+            "cannot add objectives whose data terms disagree on `chi2_offset`; add "
+            "them first, then set it on the sum: "
+            "`Objective([a + b], chi2_offset=True)`."
+        )
+    offset = oa.chi2_offset if a_data else ob.chi2_offset if b_data else False
+    share = (oa.share or not isinstance(a, Objective)) and (
+        ob.share or not isinstance(b, Objective)
+    )
+    # Objectives built term by term (`0.2 * amp + cphase + ... + 100 * tv`) would
+    # rebuild the shared transforms at every `+`: when one side adds no shareable
+    # data term, the other side's shared transforms serve the sum unchanged.
+    reuse = None
+    a_sharing = any(_shareable(t) is not None for t in oa.terms)
+    b_sharing = any(_shareable(t) is not None for t in ob.terms)
+    if not (a_sharing or b_sharing):
+        reuse = ()
+    elif share and not b_sharing and isinstance(a, Objective):
+        reuse = oa.shared
+    elif share and not a_sharing and isinstance(b, Objective):
+        k = len(oa.terms)
+        reuse = tuple(
+            SharedForward(g.forward, g.index, g.conj, tuple(m + k for m in g.members))
+            for g in ob.shared
         )
     return Objective(
         oa.terms + ob.terms,
-        jnp.concatenate([oa.weights, ob.weights]),
+        np.concatenate([oa.weights, ob.weights])
+        if is_concrete(oa.weights) and is_concrete(ob.weights)
+        else jnp.concatenate([oa.weights, ob.weights]),
         names=oa.names + ob.names,
-        chi2_offset=oa.chi2_offset,
-        share=oa.share and ob.share,
+        chi2_offset=offset,
+        share=share,
+        _shared=reuse,
     )

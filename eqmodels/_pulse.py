@@ -67,7 +67,7 @@ class GaussianPulse(AbstractPulse, strict=True):
     """A circular Gaussian pixel of full width at half maximum `fwhm` pixels:
     `P = exp(-π² (fwhm·psize)² (u² + v²) / (4 ln 2))`."""
 
-    fwhm: float = eqx.field(static=True, default=1.0)
+    fwhm: float = eqx.field(static=True, default=1.0, converter=float)
 
     def __check_init__(self):
         if not (math.isfinite(self.fwhm) and self.fwhm > 0):

@@ -8,6 +8,9 @@ module rebuilt inside `jit`/`vmap` holds tracers, which are passed through unche
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, Float
+
+from ._grid import ImageGrid
 
 
 def is_concrete(x) -> bool:
@@ -52,15 +55,9 @@ def as_real(name: str, x, dtype=None) -> np.ndarray | jax.Array:
         raise TypeError(f"`{name}` must be real, got a complex array.")
     if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
         raise TypeError(f"`{name}` must be a numeric array, got dtype {arr.dtype}.")
-    arr = arr.astype(np.float64 if dtype is None else dtype)
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        raise ValueError(
-            f"`{name}` has {int(bad.sum())} non-finite value(s) (NaN or inf), first at "
-            f"index {_first(bad)}: drop or flag "
-            "those rows before building the model."
-        )
-    return arr
+    return _check_finite(
+        name, arr.astype(np.float64 if dtype is None else dtype), "model"
+    )
 
 
 def as_complex(name: str, x, dtype=None):
@@ -70,15 +67,41 @@ def as_complex(name: str, x, dtype=None):
     arr = np.asarray(x)
     if not np.issubdtype(arr.dtype, np.number):
         raise TypeError(f"`{name}` must be a numeric array, got dtype {arr.dtype}.")
-    arr = arr.astype(np.complex128 if dtype is None else dtype)
+    return _check_finite(
+        name, arr.astype(np.complex128 if dtype is None else dtype), "term"
+    )
+
+
+def _check_finite(name: str, arr: np.ndarray, built: str) -> np.ndarray:
     bad = ~np.isfinite(arr)
     if bad.any():
         raise ValueError(
             f"`{name}` has {int(bad.sum())} non-finite value(s) (NaN or inf), first at "
-            f"index {_first(bad)}: drop or flag "
-            "those rows before building the term."
+            f"index {_first(bad)}: drop or flag those rows before building the "
+            f"{built}."
         )
     return arr
+
+
+def scalar_leaf(
+    name: str, x, dtype=None, *, positive: bool = False
+) -> Float[Array, ""]:
+    """Check that `x` is a real, finite scalar (and `> 0` if `positive`); return it
+    as an array leaf of `dtype` (default: JAX's default float)."""
+    x = as_real(name, x)
+    if is_concrete(x):
+        if np.ndim(x) != 0:
+            raise ValueError(f"`{name}` must be a scalar, got shape {np.shape(x)}.")
+        if positive and not float(x) > 0:
+            raise ValueError(f"`{name}` must be > 0, got {float(x)}.")
+    return jnp.asarray(x, jnp.result_type(float) if dtype is None else dtype)
+
+
+def check_grid(grid) -> ImageGrid:
+    """Check that `grid` is an `ImageGrid`; return it."""
+    if not isinstance(grid, ImageGrid):
+        raise TypeError(f"`grid` must be an `ImageGrid`, got {type(grid).__name__}.")
+    return grid
 
 
 def _first(bad) -> tuple[int, ...]:

@@ -92,6 +92,9 @@ def test_float64_without_x64_is_an_error():
 def test_pulse_errors():
     with pytest.raises(ValueError, match="fwhm"):
         em.GaussianPulse(fwhm=0.0)
+    # An array fwhm is converted to a (hashable, static) float.
+    pulse = em.GaussianPulse(fwhm=jnp.array(1.5))
+    assert type(pulse.fwhm) is float and hash(pulse) == hash(em.GaussianPulse(1.5))
 
 
 @pytest.mark.parametrize(

@@ -116,8 +116,8 @@ def _count(jaxpr, names):
 
 
 def test_nufft_terms_pay_one_transform():
-    """Value and gradient of three NUFFT terms: one type-2 and one type-1
-    transform when shared, three of each when not."""
+    """Value and gradient of four NUFFT data terms (amp, cphase, logcamp, vis):
+    one type-2 and one type-1 transform when shared, four of each when not."""
     obj = build("nufft")
     sep = build("nufft", share=False)
     x = jnp.asarray(positive_image())
@@ -209,8 +209,33 @@ def test_errors():
         tv * tv
     off = em.Objective([amp], chi2_offset=True)
     with pytest.raises(ValueError, match="chi2_offset"):
-        off + tv
+        off + em.Objective([amp])  # both sides hold data terms: they must agree
+    # A side without data terms has no say in the offset.
+    assert (off + tv).chi2_offset and (tv + off).chi2_offset
+    assert (off + 2.0 * tv).chi2_offset
     obj = amp + tv
     with pytest.raises(ValueError, match="one per term"):
         obj.with_weights(jnp.ones(3))
     assert tv.__add__(3) is NotImplemented
+
+
+@pytest.mark.parametrize("forward", ["direct", "nufft"])
+def test_sum_built_objective_shares_like_one_shot(forward):
+    """`a + b + ...` reuses the shared transforms across the sum (no rebuild when a
+    side adds no data term) and ends with the same groups as one `Objective(...)`,
+    whichever side the regularizers are on."""
+    amp, cphase, logcamp, vis = data_terms(forward)
+    tv, ent = em.TV(GRID), em.SimpleEntropy(PRIOR)
+    one = em.Objective([amp, cphase, logcamp, tv, ent], [0.2, 1, 1, 3, 100])
+    for obj in (
+        0.2 * amp + cphase + logcamp + 3 * tv + 100 * ent,
+        3 * tv + (100 * ent + (0.2 * amp + cphase + logcamp)),
+    ):
+        members = sorted(sorted(obj.names[m] for m in g.members) for g in obj.shared)
+        assert members == sorted(
+            sorted(one.names[m] for m in g.members) for g in one.shared
+        )
+        assert [g.n_points for g in obj.shared] == [g.n_points for g in one.shared]
+        img = jnp.asarray(positive_image())
+        assert_allclose(obj(img), one(img), rtol=1e-13)
+        assert_allclose(jax.grad(obj)(img), jax.grad(one)(img), rtol=1e-13)

@@ -80,3 +80,24 @@ def test_from_image_errors():
     mask[0, 0] = False
     em.PixelImage.from_image(img, GRID, mask=mask)
     em.PixelImage.from_image(img, GRID, transform="identity")
+
+
+def test_float32_stays_float32():
+    img = random_image(GRID).astype(np.float32)
+    assert em.PixelImage.from_image(img, GRID).params.dtype == np.float32
+    assert em.PixelImage.from_prior(img, GRID).params.dtype == np.float32
+    assert (
+        em.PixelImage.from_image(img, GRID, transform="identity")().dtype == np.float32
+    )
+    # float64 input stays float64; an explicit dtype wins.
+    assert (
+        em.PixelImage.from_image(img.astype(np.float64), GRID).params.dtype
+        == np.float64
+    )
+    m = em.PixelImage.from_image(img.astype(np.float64), GRID, dtype=np.float32)
+    assert m.params.dtype == np.float32
+    # The gradient of a float32 term w.r.t. a float32 model works and stays float32.
+    u, v = np.array([1e9, -2e9], np.float32), np.array([3e9, 5e8], np.float32)
+    term = em.VisChi2(em.DirectFT(GRID, u, v), np.ones(2, np.complex64), np.ones(2))
+    g = eqx.filter_grad(term)(em.PixelImage.from_image(img, GRID))
+    assert g.params.dtype == np.float32

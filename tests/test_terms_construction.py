@@ -1,8 +1,11 @@
 """Data terms: constructors from the data layer's products (`from_data`, every
 forward model), float32, and clear construction errors."""
 
+import contextlib
+
 import jax
 import jax.numpy as jnp
+import jaxtyping
 import numpy as np
 import pytest
 
@@ -132,6 +135,46 @@ AMP_FWD = em.DirectFT(GRID, *products()["amp"][:2])
 def test_construction_errors(cls, key, change, exc, match):
     with pytest.raises(exc, match=match):
         cls(*_bad(key, **change))
+
+
+@contextlib.contextmanager
+def _no_runtime_typecheck():
+    """Call as users do: without the test-suite's jaxtyping runtime checks (which
+    would otherwise reject a mis-shaped `sigma` before the constructor runs)."""
+    before = jaxtyping.config.jaxtyping_disable
+    jaxtyping.config.update("jaxtyping_disable", True)
+    try:
+        yield
+    finally:
+        jaxtyping.config.update("jaxtyping_disable", before)
+
+
+@pytest.mark.parametrize(
+    "cls,key",
+    [
+        (em.ClosureAmpChi2, "camp"),
+        (em.LogClosureAmpChi2, "logcamp"),
+        (em.ClosurePhaseChi2, "cphase"),
+    ],
+)
+@pytest.mark.parametrize("reshape", ["short", "long", "column"])
+def test_sigma_shape_must_match_forward_rows(cls, key, reshape):
+    fwd, value, sigma = _args(key)
+    n = fwd.u.shape[0]
+    assert value.shape == sigma.shape == (n,)
+    bad = {
+        "short": sigma[:-1],
+        "long": np.concatenate([sigma, sigma[:1]]),
+        "column": sigma[:, None],
+    }[reshape]
+    with _no_runtime_typecheck():
+        with pytest.raises(ValueError, match="`sigma` has shape") as info:
+            cls(fwd, value, bad)
+        assert f"{bad.shape}" in str(info.value) and f"{n} rows" in str(info.value)
+        cls(fwd, value, sigma)  # the right shape passes the same path
+    # Under the test suite's runtime checker it is rejected too, naming `sigma`.
+    with pytest.raises((TypeError, ValueError), match="sigma"):
+        cls(fwd, value, bad)
 
 
 def test_make_forward_errors():

@@ -12,6 +12,7 @@ from .._grid import ImageGrid
 from .._pulse import AbstractPulse, TrianglePulse
 from .._validation import (
     as_real,
+    check_grid,
     check_nonempty,
     check_same_shape,
     is_concrete,
@@ -84,8 +85,7 @@ def prepare_points(grid, u, v, dtype):
 
     Returns `(u, v, dtype)` with `u`, `v` as numpy arrays of `dtype` (or tracers).
     """
-    if not isinstance(grid, ImageGrid):
-        raise TypeError(f"`grid` must be an `ImageGrid`, got {type(grid).__name__}.")
+    check_grid(grid)
     dtype = resolve_float_dtype(dtype, u, v)
     u = as_real("u", u)
     v = as_real("v", v)

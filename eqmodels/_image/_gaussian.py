@@ -5,9 +5,10 @@ from jaxtyping import Array, Float
 
 from .._custom_types import RealLike
 from .._grid import ImageGrid
-from .._validation import resolve_float_dtype
+from .._numerics import FWHM_PER_SIGMA
+from .._validation import check_grid, resolve_float_dtype, scalar_leaf
 from ._base import AbstractImageModel
-from ._parametric import FWHM_PER_SIGMA, param, pixel_offsets
+from ._parametric import pixel_offsets
 
 
 class GaussianImage(AbstractImageModel, strict=True):
@@ -54,23 +55,19 @@ class GaussianImage(AbstractImageModel, strict=True):
         - `dtype`: float32 / float64 (default: JAX's default float, float64 under
           x64).
         """
-        if not isinstance(grid, ImageGrid):
-            raise TypeError(
-                f"`grid` must be an `ImageGrid`, got {type(grid).__name__}."
-            )
+        self.grid = check_grid(grid)
         dtype = resolve_float_dtype(jnp.result_type(float) if dtype is None else dtype)
-        self.grid = grid
-        self.flux = param("flux", flux, dtype)
-        self.fwhm_major = param("fwhm", fwhm, dtype, positive=True)
-        self.fwhm_minor = param(
+        self.flux = scalar_leaf("flux", flux, dtype)
+        self.fwhm_major = scalar_leaf("fwhm", fwhm, dtype, positive=True)
+        self.fwhm_minor = scalar_leaf(
             "fwhm_minor",
             fwhm if fwhm_minor is None else fwhm_minor,
             dtype,
             positive=True,
         )
-        self.angle = param("angle", angle, dtype)
-        self.x0 = param("x0", x0, dtype)
-        self.y0 = param("y0", y0, dtype)
+        self.angle = scalar_leaf("angle", angle, dtype)
+        self.x0 = scalar_leaf("x0", x0, dtype)
+        self.y0 = scalar_leaf("y0", y0, dtype)
 
     def __call__(self) -> Float[Array, "ny nx"]:
         dx, dy = pixel_offsets(self.grid, self.x0, self.y0, self.flux.dtype)

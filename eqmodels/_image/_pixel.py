@@ -5,10 +5,10 @@ from typing import Literal
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Bool, Float
+from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from .._grid import ImageGrid
-from .._validation import as_real, is_concrete, resolve_float_dtype
+from .._validation import as_real, check_grid, is_concrete, resolve_float_dtype
 from ._base import AbstractImageModel
 
 
@@ -28,7 +28,7 @@ class PixelImage(AbstractImageModel, strict=True):
 
     grid: ImageGrid
     params: Float[Array, " nfree"]
-    indices: Array  # flat pixel indices of the free pixels (integer leaf)
+    indices: Int[Array, " nfree"]  # flat pixel indices of the free pixels
     transform: Literal["log", "identity"] = eqx.field(static=True)
 
     def __init__(
@@ -50,10 +50,7 @@ class PixelImage(AbstractImageModel, strict=True):
         - `mask`: optional boolean `(ny, nx)` embed mask.
         - `dtype`: float32 / float64; default from `params`.
         """
-        if not isinstance(grid, ImageGrid):
-            raise TypeError(
-                f"`grid` must be an `ImageGrid`, got {type(grid).__name__}."
-            )
+        check_grid(grid)
         if transform not in _TRANSFORMS:
             raise ValueError(
                 f"`transform` must be one of {_TRANSFORMS}, got {transform!r}."
@@ -109,6 +106,8 @@ class PixelImage(AbstractImageModel, strict=True):
           transform.
         - `grid`, `transform`, `mask`, `dtype`: as for the constructor.
         """
+        # The dtype comes from the input as given (`as_real` computes in float64).
+        dtype = resolve_float_dtype(dtype, image)
         image = as_real("image", image)
         if is_concrete(image):
             image = np.asarray(image)
@@ -157,6 +156,7 @@ class PixelImage(AbstractImageModel, strict=True):
           eht-imaging rescales its initial image to the total flux).
         - `transform`, `dtype`: as for the constructor.
         """
+        dtype = resolve_float_dtype(dtype, prior, *([] if init is None else [init]))
         prior = np.asarray(as_real("prior", prior))
         if prior.shape != grid.shape:
             raise ValueError(

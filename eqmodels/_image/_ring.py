@@ -5,9 +5,15 @@ from jaxtyping import Array, Float
 
 from .._custom_types import RealLike
 from .._grid import ImageGrid
-from .._validation import is_concrete, resolve_float_dtype
+from .._numerics import FWHM_PER_SIGMA, safe_sqrt
+from .._validation import (
+    check_grid,
+    is_concrete,
+    resolve_float_dtype,
+    scalar_leaf,
+)
 from ._base import AbstractImageModel
-from ._parametric import FWHM_PER_SIGMA, param, pixel_offsets
+from ._parametric import pixel_offsets
 
 
 class RingImage(AbstractImageModel, strict=True):
@@ -58,31 +64,27 @@ class RingImage(AbstractImageModel, strict=True):
         - `dtype`: float32 / float64 (default: JAX's default float, float64 under
           x64).
         """
-        if not isinstance(grid, ImageGrid):
-            raise TypeError(
-                f"`grid` must be an `ImageGrid`, got {type(grid).__name__}."
-            )
+        self.grid = check_grid(grid)
         dtype = resolve_float_dtype(jnp.result_type(float) if dtype is None else dtype)
-        self.grid = grid
-        self.flux = param("flux", flux, dtype)
-        self.diameter = param("diameter", diameter, dtype, positive=True)
-        self.width = param("width", width, dtype, positive=True)
-        self.x0 = param("x0", x0, dtype)
-        self.y0 = param("y0", y0, dtype)
-        self.asymmetry = param("asymmetry", asymmetry, dtype)
+        self.flux = scalar_leaf("flux", flux, dtype)
+        self.diameter = scalar_leaf("diameter", diameter, dtype, positive=True)
+        self.width = scalar_leaf("width", width, dtype, positive=True)
+        self.x0 = scalar_leaf("x0", x0, dtype)
+        self.y0 = scalar_leaf("y0", y0, dtype)
+        self.asymmetry = scalar_leaf("asymmetry", asymmetry, dtype)
         if is_concrete(self.asymmetry) and not abs(float(self.asymmetry)) <= 1:
             raise ValueError(
                 f"`asymmetry` must be in [-1, 1] (the brightness stays >= 0), got "
                 f"{float(self.asymmetry)}."
             )
-        self.asymmetry_angle = param("asymmetry_angle", asymmetry_angle, dtype)
+        self.asymmetry_angle = scalar_leaf("asymmetry_angle", asymmetry_angle, dtype)
 
     def __call__(self) -> Float[Array, "ny nx"]:
         dx, dy = pixel_offsets(self.grid, self.x0, self.y0, self.flux.dtype)
         p = self.grid.psize
         r2 = dx * dx + dy * dy
         ok = r2 > 0
-        r = jnp.where(ok, jnp.sqrt(jnp.where(ok, r2, 1.0)), 0.0)
+        r = safe_sqrt(r2)
         s_w = self.width / (FWHM_PER_SIGMA * p)
         radial = jnp.exp(-0.5 * ((r - 0.5 * self.diameter / p) / s_w) ** 2)
         # cos(θ − θ_A) with sin θ = Δx / r, cos θ = Δy / r (0 at the centre).

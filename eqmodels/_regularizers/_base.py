@@ -10,7 +10,7 @@ from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._grid import ImageGrid
 from .._terms._base import AbstractTerm, as_image, ImageLike
-from .._validation import as_real, is_concrete
+from .._validation import as_real, is_concrete, scalar_leaf
 
 
 class AbstractRegularizer(AbstractTerm, strict=True):
@@ -39,12 +39,6 @@ class AbstractRegularizer(AbstractTerm, strict=True):
         return self.penalty(as_image(image))
 
 
-def check_grid(grid) -> ImageGrid:
-    if not isinstance(grid, ImageGrid):
-        raise TypeError(f"`grid` must be an `ImageGrid`, got {type(grid).__name__}.")
-    return grid
-
-
 def check_image_shape(image: Float[Array, "..."], shape: tuple[int, ...], who: str):
     if tuple(image.shape) != tuple(shape):
         raise ValueError(
@@ -54,23 +48,22 @@ def check_image_shape(image: Float[Array, "..."], shape: tuple[int, ...], who: s
         )
 
 
-def scalar_leaf(name: str, x, *, positive: bool = True) -> Float[Array, ""]:
-    """A finite (positive) scalar, held as an array leaf."""
-    x = as_real(name, x)
-    if is_concrete(x):
-        if np.ndim(x) != 0:
-            raise ValueError(f"`{name}` must be a scalar, got shape {np.shape(x)}.")
-        if positive and not float(x) > 0:
-            raise ValueError(f"`{name}` must be > 0, got {float(x)}.")
-    return jnp.asarray(x, jnp.result_type(float))
-
-
 def optional_scalar(name: str, x, needed: bool, why: str) -> Float[Array, ""] | None:
     if x is None:
         if needed:
             raise ValueError(f"`{name}` is required {why}.")
         return None
-    return scalar_leaf(name, x)
+    return scalar_leaf(name, x, positive=True)
+
+
+def norm_args(normalise: bool, flux, beam):
+    """`(flux, beam)` as optional positive scalar leaves, both required when
+    `normalise` is true."""
+    why = "when normalise=True"
+    return (
+        optional_scalar("flux", flux, normalise, why),
+        optional_scalar("beam", beam, normalise, why + " (e.g. `beam_from_uv(u, v)`)"),
+    )
 
 
 def check_prior(prior: Float[ArrayLike, "ny nx"], *, nonneg: bool = True):
@@ -108,12 +101,6 @@ def coords(grid: ImageGrid, like: Float[Array, "..."]):
     """Pixel-centre coordinate images `(xx, yy)` in radians, the image's dtype."""
     xx, yy = grid.coords()
     return jnp.asarray(xx, like.dtype), jnp.asarray(yy, like.dtype)
-
-
-def safe_sqrt(s: Float[Array, "*s"]) -> Float[Array, "*s"]:
-    """`sqrt(s)` for `s >= 0`, with value and derivative 0 at `s == 0`."""
-    ok = s > 0
-    return jnp.where(ok, jnp.sqrt(jnp.where(ok, s, 1.0)), 0.0)
 
 
 def beam_from_uv(u: Float[ArrayLike, "*p"], v: Float[ArrayLike, "*p"]) -> float:

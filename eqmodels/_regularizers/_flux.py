@@ -5,7 +5,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
 from .._custom_types import RealLike
-from ._base import AbstractRegularizer, as_dtype, scalar_leaf
+from .._validation import scalar_leaf
+from ._base import AbstractRegularizer, as_dtype
 
 
 class Flux(AbstractRegularizer, strict=True):
@@ -23,7 +24,7 @@ class Flux(AbstractRegularizer, strict=True):
         - `flux`: the target total flux `F` (Jy, > 0).
         - `normalise`: divide by `F²`.
         """
-        self.flux = scalar_leaf("flux", flux)
+        self.flux = scalar_leaf("flux", flux, positive=True)
         self.normalise = bool(normalise)
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:

@@ -1,34 +1,21 @@
 """Regularizers on the image's first and second moments: centroid, compactness,
 Gaussian shape."""
 
-import math
-
 import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
 from .._custom_types import RealLike
 from .._grid import ImageGrid
+from .._numerics import FWHM_PER_SIGMA
+from .._validation import check_grid, scalar_leaf
 from ._base import (
     AbstractRegularizer,
     as_dtype,
-    check_grid,
     check_image_shape,
     coords,
-    optional_scalar,
-    scalar_leaf,
+    norm_args,
 )
-
-
-_FWHM_PER_SIGMA = math.sqrt(8.0 * math.log(2.0))
-
-
-def _norm_args(normalise, flux, beam, flux_required=False):
-    why = "when normalise=True"
-    return (
-        optional_scalar("flux", flux, normalise or flux_required, why),
-        optional_scalar("beam", beam, normalise, why + " (e.g. `beam_from_uv(u, v)`)"),
-    )
 
 
 class Centroid(AbstractRegularizer, strict=True):
@@ -63,7 +50,7 @@ class Centroid(AbstractRegularizer, strict=True):
         """
         self.grid = check_grid(grid)
         self.normalise = bool(normalise)
-        self.flux, self.beam = _norm_args(self.normalise, flux, beam)
+        self.flux, self.beam = norm_args(self.normalise, flux, beam)
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
         check_image_shape(image, self.grid.shape, "Centroid")
@@ -111,7 +98,7 @@ class Compactness(AbstractRegularizer, strict=True):
         """
         self.grid = check_grid(grid)
         self.normalise = bool(normalise)
-        self.flux, self.beam = _norm_args(self.normalise, flux, beam)
+        self.flux, self.beam = norm_args(self.normalise, flux, beam)
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
         check_image_shape(image, self.grid.shape, "Compactness")
@@ -156,7 +143,7 @@ class Compactness2(AbstractRegularizer, strict=True):
         """
         self.grid = check_grid(grid)
         self.normalise = bool(normalise)
-        self.flux, self.beam = _norm_args(self.normalise, flux, beam)
+        self.flux, self.beam = norm_args(self.normalise, flux, beam)
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
         check_image_shape(image, self.grid.shape, "Compactness2")
@@ -202,16 +189,18 @@ class GaussianMoments(AbstractRegularizer, strict=True):
         - `angle`: position angle `φ` of the major axis, radians east of north.
         """
         self.grid = check_grid(grid)
-        self.fwhm_major = scalar_leaf("fwhm_major", fwhm_major)
+        self.fwhm_major = scalar_leaf("fwhm_major", fwhm_major, positive=True)
         self.fwhm_minor = scalar_leaf(
-            "fwhm_minor", fwhm_major if fwhm_minor is None else fwhm_minor
+            "fwhm_minor",
+            fwhm_major if fwhm_minor is None else fwhm_minor,
+            positive=True,
         )
-        self.angle = scalar_leaf("angle", angle, positive=False)
+        self.angle = scalar_leaf("angle", angle)
 
     def target_covariance(self):
         """`(G_xx, G_yy, G_xy)` of the target Gaussian (radians²)."""
-        s_maj = self.fwhm_major / _FWHM_PER_SIGMA
-        s_min = self.fwhm_minor / _FWHM_PER_SIGMA
+        s_maj = self.fwhm_major / FWHM_PER_SIGMA
+        s_min = self.fwhm_minor / FWHM_PER_SIGMA
         sa, ca = jnp.sin(self.angle), jnp.cos(self.angle)
         v_maj, v_min = s_maj * s_maj, s_min * s_min
         return (

@@ -7,14 +7,14 @@ from jaxtyping import Array, Float, Scalar
 
 from .._custom_types import RealLike
 from .._grid import ImageGrid
+from .._numerics import safe_sqrt
+from .._validation import check_grid
 from ._base import (
     AbstractRegularizer,
     as_dtype,
     check_eps,
-    check_grid,
     check_image_shape,
-    optional_scalar,
-    safe_sqrt,
+    norm_args,
 )
 
 
@@ -26,14 +26,6 @@ def forward_differences(image):
     d_row = jnp.concatenate([image[1:, :], zero_row], axis=0) - image
     d_col = jnp.concatenate([image[:, 1:], zero_col], axis=1) - image
     return d_row, d_col
-
-
-def _norm_args(normalise, flux, beam):
-    why = "when normalise=True"
-    return (
-        optional_scalar("flux", flux, normalise, why),
-        optional_scalar("beam", beam, normalise, why + " (e.g. `beam_from_uv(u, v)`)"),
-    )
 
 
 class TV(AbstractRegularizer, strict=True):
@@ -76,7 +68,7 @@ class TV(AbstractRegularizer, strict=True):
         self.grid = check_grid(grid)
         self.eps = check_eps(eps)
         self.normalise = bool(normalise)
-        self.flux, self.beam = _norm_args(self.normalise, flux, beam)
+        self.flux, self.beam = norm_args(self.normalise, flux, beam)
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
         check_image_shape(image, self.grid.shape, "TV")
@@ -118,7 +110,7 @@ class TSV(AbstractRegularizer, strict=True):
         """
         self.grid = check_grid(grid)
         self.normalise = bool(normalise)
-        self.flux, self.beam = _norm_args(self.normalise, flux, beam)
+        self.flux, self.beam = norm_args(self.normalise, flux, beam)
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
         check_image_shape(image, self.grid.shape, "TSV")

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._custom_types import RealLike
+from .._numerics import safe_sqrt
 from ._base import (
     AbstractRegularizer,
     as_dtype,
@@ -63,8 +64,6 @@ class WeightedL1(AbstractRegularizer, strict=True):
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
         check_image_shape(image, self.prior.shape, "WeightedL1")
         prior = as_dtype(self.prior, image)
-        s = image * image + self.eps
-        ok = s > 0
-        num = jnp.where(ok, jnp.sqrt(jnp.where(ok, s, 1.0)), 0.0)
+        num = safe_sqrt(image * image + self.eps)
         den = jnp.sqrt(prior * prior + self.eps) + self.eps
         return jnp.sum(num / den)

@@ -5,16 +5,13 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._forward._base import AbstractForwardModel
-from .._forward._select import make_forward
 from .._grid import ImageGrid
+from .._numerics import safe_sqrt
 from ._base import AbstractDataTerm, as_image, ImageLike
 from ._common import (
     abs2,
-    check_forward,
-    check_values,
-    safe_abs,
-    values_dtype,
-    weight_from_sigma,
+    real_rows,
+    term_from_data,
 )
 
 
@@ -46,13 +43,9 @@ class AmpChi2(AbstractDataTerm, strict=True):
         - `amp`: observed amplitudes (Jy), shape `(n,)`.
         - `sigma`: amplitude noise (Jy, > 0), shape `(n,)`.
         """
-        check_forward(forward, None, "AmpChi2")
-        n = forward.u.shape[0]
-        dtype, _ = values_dtype(forward)
-        self.forward = forward
-        self.amp = check_values("amp", amp, n, dtype)
-        self.weight = weight_from_sigma(sigma, n, dtype)
-        self.n_rows = int(n)
+        self.forward, self.amp, self.weight, self.n_rows = real_rows(
+            forward, None, "AmpChi2", "amp", amp, sigma
+        )
 
     @classmethod
     def from_data(
@@ -68,11 +61,10 @@ class AmpChi2(AbstractDataTerm, strict=True):
         - `forward`: `"direct"`, `"separable"` or `"nufft"`.
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
-        fwd = make_forward(forward, grid, data.u, data.v, **forward_kwargs)
-        return cls(fwd, data.amp, data.sigma)
+        return term_from_data(cls, data, "amp", grid, forward, forward_kwargs)
 
     def _amp(self, image: ImageLike):
-        return safe_abs(abs2(self.forward(as_image(image))))
+        return safe_sqrt(abs2(self.forward(as_image(image))))
 
     def residuals(self, image: ImageLike) -> Float[Array, " n"]:
         return jnp.sqrt(self.weight / self.n_rows) * (self._amp(image) - self.amp)

@@ -7,11 +7,16 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Complex, Float, Scalar
 
 from .._forward._base import AbstractForwardModel
-from .._forward._select import make_forward
 from .._grid import ImageGrid
 from .._validation import as_complex, is_concrete
 from ._base import AbstractDataTerm, as_image, ImageLike
-from ._common import abs2, check_forward, values_dtype, weight_from_sigma
+from ._common import (
+    abs2,
+    check_forward,
+    term_from_data,
+    values_dtype,
+    weight_from_sigma,
+)
 
 
 class BispectrumChi2(AbstractDataTerm, strict=True):
@@ -69,8 +74,7 @@ class BispectrumChi2(AbstractDataTerm, strict=True):
         - `forward`: `"direct"`, `"separable"` or `"nufft"`.
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
-        fwd = make_forward(forward, grid, data.u, data.v, **forward_kwargs)
-        return cls(fwd, data.bispectrum, data.sigma)
+        return term_from_data(cls, data, "bispectrum", grid, forward, forward_kwargs)
 
     def _diff(self, image: ImageLike) -> Complex[Array, " n"]:
         vis = self.forward(as_image(image))

@@ -5,17 +5,14 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._forward._base import AbstractForwardModel
-from .._forward._select import make_forward
 from .._grid import ImageGrid
+from .._numerics import safe_sqrt
 from ._base import AbstractDataTerm, as_image, ImageLike
 from ._common import (
     abs2,
-    check_forward,
-    check_values,
     live_rows,
-    safe_abs,
-    values_dtype,
-    weight_from_sigma,
+    real_rows,
+    term_from_data,
     where_live,
 )
 
@@ -47,13 +44,9 @@ class ClosureAmpChi2(AbstractDataTerm, strict=True):
         - `camp`: observed (debiased) closure amplitudes, shape `(n,)`.
         - `sigma`: their noise (> 0), shape `(n,)`.
         """
-        check_forward(forward, 4, "ClosureAmpChi2")
-        n = forward.u.shape[0]
-        dtype, _ = values_dtype(forward)
-        self.forward = forward
-        self.camp = check_values("camp", camp, n, dtype)
-        self.weight = weight_from_sigma(sigma, n, dtype)
-        self.n_rows = int(n)
+        self.forward, self.camp, self.weight, self.n_rows = real_rows(
+            forward, 4, "ClosureAmpChi2", "camp", camp, sigma
+        )
 
     @classmethod
     def from_data(
@@ -69,12 +62,11 @@ class ClosureAmpChi2(AbstractDataTerm, strict=True):
         - `forward`: `"direct"`, `"separable"` or `"nufft"`.
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
-        fwd = make_forward(forward, grid, data.u, data.v, **forward_kwargs)
-        return cls(fwd, data.camp, data.sigma)
+        return term_from_data(cls, data, "camp", grid, forward, forward_kwargs)
 
     def _diff(self, image: ImageLike) -> Float[Array, " n"]:
         live = live_rows(self.weight)
-        amp = safe_abs(abs2(self.forward(as_image(image))))
+        amp = safe_sqrt(abs2(self.forward(as_image(image))))
         num = amp[:, 0] * amp[:, 1]
         den = where_live(live, amp[:, 2] * amp[:, 3])
         return num / den - self.camp

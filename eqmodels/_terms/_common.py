@@ -1,9 +1,9 @@
-"""Helpers shared by the closure and amplitude data terms.
+"""Helpers shared by the data terms (visibility, amplitude, closure).
 
 NaN safety: a row of weight exactly 0 (padding) must contribute exactly 0 to the
 value and to the gradient, whatever its model visibilities (even 0, where `|V|`,
-`ln|V|` and `arg V` have no derivative). The helpers below use the "double where"
-pattern: the unsafe operation only ever sees safe inputs, and the branch that is
+`ln|V|` and `arg V` have no derivative). The helpers below (and `safe_sqrt` in
+`eqmodels._numerics`) use the "double where" pattern: the unsafe operation only ever sees safe inputs, and the branch that is
 not taken gets a zero cotangent.
 """
 
@@ -13,17 +13,24 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Complex, Float
 
 from .._forward._base import AbstractForwardModel
+from .._forward._select import make_forward
+from .._grid import ImageGrid
 from .._validation import as_real, check_nonempty, check_positive, is_concrete
 
 
-def check_forward(forward, k: int | None, term: str) -> None:
-    """`forward` is a forward model whose points are `(n,)` (k None) or `(n, k)`."""
+def check_forward_type(forward, term: str) -> None:
+    """`forward` is a forward model."""
     if not isinstance(forward, AbstractForwardModel):
         raise TypeError(
             f"`forward` must be a forward model (`DirectFT`, `SeparableFT`, `NUFFT`), "
             f"got {type(forward).__name__}; or build the term with "
             f"`{term}.from_data(data, grid, forward='direct')`."
         )
+
+
+def check_forward(forward, k: int | None, term: str) -> None:
+    """`forward` is a forward model whose points are `(n,)` (k None) or `(n, k)`."""
+    check_forward_type(forward, term)
     shape = tuple(forward.u.shape)
     want = "(n,)" if k is None else f"(n, {k})"
     ok = len(shape) == 1 if k is None else (len(shape) == 2 and shape[1] == k)
@@ -49,26 +56,40 @@ def weight_from_sigma(sigma, n: int, dtype) -> Float[Array, " n"]:
     """`1/σ²` after checking that `σ` is finite, > 0 and of shape `(n,)`."""
     sigma = as_real("sigma", sigma)
     check_nonempty("sigma", sigma)
+    if is_concrete(sigma) and np.shape(sigma) != (n,):
+        raise ValueError(
+            f"`sigma` has shape {np.shape(sigma)} but `forward` has {n} rows; "
+            "they must match (one sigma per row)."
+        )
+    return inverse_variance(sigma, dtype)
+
+
+def inverse_variance(sigma, dtype) -> Float[Array, "*s"]:
+    """`1/σ²` (computed in float64 when concrete) after checking that `σ > 0`; `σ`
+    has been through `as_real`."""
+    check_positive("sigma", sigma)
     if is_concrete(sigma):
-        if np.shape(sigma) != (n,):
-            raise ValueError(
-                f"`sigma` has shape {np.shape(sigma)} but `forward` has {n} rows; "
-                "they must match (one sigma per row)."
-            )
-        check_positive("sigma", sigma)
         return jnp.asarray(1.0 / np.asarray(sigma, np.float64) ** 2, dtype)
     return jnp.asarray(1.0 / sigma**2, dtype)
+
+
+def real_rows(
+    forward, k: int | None, term: str, name: str, values, sigma, *, radians=False
+):
+    """The checked `(forward, values, weight, n_rows)` of a term with one real value
+    per row (`values` in radians when `radians`), `weight = 1/σ²`."""
+    check_forward(forward, k, term)
+    n = forward.u.shape[0]
+    dtype, _ = values_dtype(forward)
+    if radians:
+        check_radians(name, values)
+    values = check_values(name, values, n, dtype)
+    return forward, values, weight_from_sigma(sigma, n, dtype), int(n)
 
 
 def abs2(z: Complex[Array, "*s"]) -> Float[Array, "*s"]:
     """`|z|²` without a square root."""
     return jax.lax.real(z) ** 2 + jax.lax.imag(z) ** 2
-
-
-def safe_abs(sq: Float[Array, "*s"]) -> Float[Array, "*s"]:
-    """`sqrt(sq)`, with value and derivative 0 where `sq == 0` (no NaN)."""
-    ok = sq > 0
-    return jnp.where(ok, jnp.sqrt(jnp.where(ok, sq, 1.0)), 0.0)
 
 
 def live_rows(weight: Float[Array, " n"]) -> Bool[Array, " n"]:
@@ -98,3 +119,12 @@ def check_radians(name: str, x: Float[ArrayLike, "*s"]) -> None:
             "phases must be in radians (eht-imaging stores degrees); convert with "
             "`np.deg2rad`."
         )
+
+
+def term_from_data(
+    cls, data, values: str, grid: ImageGrid, forward: str, forward_kwargs: dict
+):
+    """The body of the terms' `from_data`: `cls(forward model at (data.u, data.v),
+    data.<values>, data.sigma)`."""
+    fwd = make_forward(forward, grid, data.u, data.v, **forward_kwargs)
+    return cls(fwd, getattr(data, values), data.sigma)

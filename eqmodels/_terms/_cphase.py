@@ -6,17 +6,13 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._forward._base import AbstractForwardModel
-from .._forward._select import make_forward
 from .._grid import ImageGrid
 from ._base import AbstractDataTerm, as_image, ImageLike
 from ._common import (
     abs2,
-    check_forward,
-    check_radians,
-    check_values,
     live_rows,
-    values_dtype,
-    weight_from_sigma,
+    real_rows,
+    term_from_data,
 )
 
 
@@ -50,14 +46,9 @@ class ClosurePhaseChi2(AbstractDataTerm, strict=True):
         - `cphase`: observed closure phases in radians, shape `(n,)`.
         - `sigma`: closure-phase noise in radians (> 0), shape `(n,)`.
         """
-        check_forward(forward, 3, "ClosurePhaseChi2")
-        n = forward.u.shape[0]
-        dtype, _ = values_dtype(forward)
-        check_radians("cphase", cphase)
-        self.forward = forward
-        self.cphase = check_values("cphase", cphase, n, dtype)
-        self.weight = weight_from_sigma(sigma, n, dtype)
-        self.n_rows = int(n)
+        self.forward, self.cphase, self.weight, self.n_rows = real_rows(
+            forward, 3, "ClosurePhaseChi2", "cphase", cphase, sigma, radians=True
+        )
 
     @classmethod
     def from_data(
@@ -73,8 +64,7 @@ class ClosurePhaseChi2(AbstractDataTerm, strict=True):
         - `forward`: `"direct"`, `"separable"` or `"nufft"`.
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
-        fwd = make_forward(forward, grid, data.u, data.v, **forward_kwargs)
-        return cls(fwd, data.cphase, data.sigma)
+        return term_from_data(cls, data, "cphase", grid, forward, forward_kwargs)
 
     def _rotated(self, image: ImageLike):
         """`(Re, Im)` of `B̂ e^{−iψ}` and `|B̂|²`, with dead or zero rows made safe."""

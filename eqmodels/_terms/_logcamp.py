@@ -5,16 +5,13 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._forward._base import AbstractForwardModel
-from .._forward._select import make_forward
 from .._grid import ImageGrid
 from ._base import AbstractDataTerm, as_image, ImageLike
 from ._common import (
     abs2,
-    check_forward,
-    check_values,
     live_rows,
-    values_dtype,
-    weight_from_sigma,
+    real_rows,
+    term_from_data,
     where_live,
 )
 
@@ -48,13 +45,9 @@ class LogClosureAmpChi2(AbstractDataTerm, strict=True):
         - `logcamp`: observed (debiased) log closure amplitudes, shape `(n,)`.
         - `sigma`: their noise (> 0), shape `(n,)`.
         """
-        check_forward(forward, 4, "LogClosureAmpChi2")
-        n = forward.u.shape[0]
-        dtype, _ = values_dtype(forward)
-        self.forward = forward
-        self.logcamp = check_values("logcamp", logcamp, n, dtype)
-        self.weight = weight_from_sigma(sigma, n, dtype)
-        self.n_rows = int(n)
+        self.forward, self.logcamp, self.weight, self.n_rows = real_rows(
+            forward, 4, "LogClosureAmpChi2", "logcamp", logcamp, sigma
+        )
 
     @classmethod
     def from_data(
@@ -70,8 +63,7 @@ class LogClosureAmpChi2(AbstractDataTerm, strict=True):
         - `forward`: `"direct"`, `"separable"` or `"nufft"`.
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
-        fwd = make_forward(forward, grid, data.u, data.v, **forward_kwargs)
-        return cls(fwd, data.logcamp, data.sigma)
+        return term_from_data(cls, data, "logcamp", grid, forward, forward_kwargs)
 
     def _diff(self, image: ImageLike) -> Float[Array, " n"]:
         sq = where_live(live_rows(self.weight), abs2(self.forward(as_image(image))))

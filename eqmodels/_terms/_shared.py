@@ -73,16 +73,20 @@ def share_key(forward: AbstractForwardModel):
     return (type(forward), jax.tree_util.tree_structure(forward), forward.dtype)
 
 
-def _point_major_leaves(forward: AbstractForwardModel) -> list[np.ndarray] | None:
-    n = int(np.prod(forward.u.shape))
+def _point_major_leaves(forward: AbstractForwardModel, xp) -> list | None:
+    """The forward model's leaves as `xp` arrays (numpy views of host arrays, or
+    device arrays), each reshaped to `(n_points, ...)`, or `None` when a leaf is
+    not point-major."""
+    shape = tuple(forward.u.shape)
+    n = int(np.prod(shape))
     out = []
     for leaf in jax.tree_util.tree_leaves(forward):
-        a = np.asarray(leaf)
-        if a.shape == tuple(forward.u.shape):
-            a = a.reshape(n)
-        if a.ndim == 0 or a.shape[0] != n:
+        leaf = xp.asarray(leaf)
+        if tuple(leaf.shape) == shape:
+            leaf = leaf.reshape(n)
+        if leaf.ndim == 0 or leaf.shape[0] != n:
             return None
-        out.append(a)
+        out.append(leaf)
     return out
 
 
@@ -114,9 +118,6 @@ class SharedForward(eqx.Module, strict=True):
     ) -> "SharedForward | None":
         """Share one transform among `forwards` (all with the same `share_key`);
         `None` when nothing would be saved or the models cannot be split."""
-        leaves = [_point_major_leaves(f) for f in forwards]
-        if any(ls is None for ls in leaves):
-            return None
         u = np.concatenate([np.asarray(f.u, np.float64).reshape(-1) for f in forwards])
         v = np.concatenate([np.asarray(f.v, np.float64).reshape(-1) for f in forwards])
         flip = (u < 0) | ((u == 0) & (v < 0))
@@ -127,21 +128,38 @@ class SharedForward(eqx.Module, strict=True):
         inverse = inverse.reshape(-1)
         if len(forwards) == 1 and first.size == u.size:
             return None  # one term, no repeated point: nothing to share
-        # The shared model's point k is the first occurrence of that baseline, in
-        # that occurrence's orientation: its rows are copied from the member that
-        # holds it (no recomputation), and a term's point is its conjugate when the
-        # two orientations differ.
+        # On the host when the leaves live there (op-by-op device gathers would
+        # compile one kernel per shape); on the device otherwise (no round trip).
+        on_host = all(
+            d.platform == "cpu"
+            for f in forwards
+            for x in jax.tree_util.tree_leaves(f)
+            for d in x.devices()
+        )
+        xp = np if on_host else jnp
+        leaves = [_point_major_leaves(f, xp) for f in forwards]
+        if any(ls is None for ls in leaves):
+            return None
         sizes = [int(np.prod(f.u.shape)) for f in forwards]
         offsets = np.concatenate([[0], np.cumsum(sizes)])
+        # The shared model's point k is the first occurrence of that baseline, in
+        # that occurrence's orientation: its rows are gathered (on the device, no
+        # recomputation, no host round trip) from the member that holds it, and a
+        # term's point is its conjugate when the two orientations differ.
         owner = np.searchsorted(offsets, first, side="right") - 1
         row = first - offsets[owner]
+        # Gather each member's own rows, then put them in shared-point order.
+        parts = [np.flatnonzero(owner == m) for m in range(len(forwards))]
         gathered = []
         for i in range(len(leaves[0])):
             proto = leaves[0][i]
-            out = np.empty((first.size, *proto.shape[1:]), proto.dtype)
-            for m, ls in enumerate(leaves):
-                sel = owner == m
-                out[sel] = ls[i][row[sel]]
+            if xp is np:  # one copy of each row, straight into place
+                out = np.empty((first.size, *proto.shape[1:]), proto.dtype)
+                for ls, p in zip(leaves, parts):
+                    out[p] = ls[i][row[p]]
+            else:
+                out = jnp.concatenate([ls[i][row[p]] for ls, p in zip(leaves, parts)])
+                out = out[np.argsort(np.concatenate(parts))]
             gathered.append(jnp.asarray(out))
         treedef = jax.tree_util.tree_structure(forwards[0])
         shared = jax.tree_util.tree_unflatten(treedef, gathered)

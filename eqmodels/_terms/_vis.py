@@ -3,22 +3,21 @@
 import math
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Complex, Float, Scalar
 
 from .._forward._base import AbstractForwardModel
-from .._forward._select import make_forward
 from .._grid import ImageGrid
-from .._validation import (
-    as_complex,
-    as_real,
-    check_positive,
-    check_same_shape,
-    is_concrete,
-)
+from .._validation import as_complex, as_real, check_same_shape
 from ._base import AbstractDataTerm, as_image
+from ._common import (
+    abs2,
+    check_forward_type,
+    inverse_variance,
+    term_from_data,
+    values_dtype,
+)
 
 
 class VisChi2(AbstractDataTerm, strict=True):
@@ -47,24 +46,14 @@ class VisChi2(AbstractDataTerm, strict=True):
         - `vis`: observed complex visibilities (Jy), the shape of `forward.u`.
         - `sigma`: thermal noise per visibility (Jy, > 0), same shape.
         """
-        if not isinstance(forward, AbstractForwardModel):
-            raise TypeError(
-                f"`forward` must be a forward model (`DirectFT`, `SeparableFT`, "
-                f"`NUFFT`), got {type(forward).__name__}."
-            )
-        dtype = forward.dtype
-        ctype = np.complex64 if dtype == np.float32 else np.complex128
+        check_forward_type(forward, "VisChi2")
+        dtype, ctype = values_dtype(forward)
         vis = as_complex("vis", vis)
         sigma = as_real("sigma", sigma)
         check_same_shape(("vis", "sigma", "forward.u"), vis, sigma, forward.u)
-        check_positive("sigma", sigma)
         self.forward = forward
-        if is_concrete(sigma):
-            weight = 1.0 / np.asarray(sigma, np.float64) ** 2
-        else:
-            weight = 1.0 / sigma**2
         self.vis = jnp.asarray(vis, ctype)
-        self.weight = jnp.asarray(weight, dtype)
+        self.weight = inverse_variance(sigma, dtype)
         self.n_rows = int(math.prod(np.shape(vis)))
 
     @classmethod
@@ -80,8 +69,7 @@ class VisChi2(AbstractDataTerm, strict=True):
         - `forward`: `"direct"`, `"separable"` or `"nufft"`.
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
-        fwd = make_forward(forward, grid, data.u, data.v, **forward_kwargs)
-        return cls(fwd, data.vis, data.sigma)
+        return term_from_data(cls, data, "vis", grid, forward, forward_kwargs)
 
     def residuals(self, image) -> Float[Array, " m"]:
         d = self.forward(as_image(image)) - self.vis
@@ -90,5 +78,4 @@ class VisChi2(AbstractDataTerm, strict=True):
 
     def __call__(self, image) -> Scalar:
         d = self.forward(as_image(image)) - self.vis
-        sq = jax.lax.real(d) ** 2 + jax.lax.imag(d) ** 2
-        return jnp.sum(self.weight * sq) / (2 * self.n_rows)
+        return jnp.sum(self.weight * abs2(d)) / (2 * self.n_rows)
