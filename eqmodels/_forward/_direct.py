@@ -8,6 +8,7 @@ from jaxtyping import Array, ArrayLike, Complex, Float
 from .._grid import ImageGrid
 from .._pulse import AbstractPulse
 from ._base import AbstractForwardModel, check_pulse, prepare_points
+from ._separable import separable_factors
 
 
 _HIGHEST = jax.lax.Precision.HIGHEST
@@ -32,11 +33,8 @@ def dft_matrix_parts(grid: ImageGrid, u, v, pulse: AbstractPulse, dtype):
     rows = max(1, _BLOCK_BYTES // (8 * grid.npix))
     for start in range(0, n, rows):
         sl = slice(start, min(n, start + rows))
-        p = np.asarray(pulse(u[sl], v[sl], grid.psize), np.float64)
-        phx = 2.0 * np.pi * np.outer(u[sl], grid.x)  # (b, nx)
-        phy = 2.0 * np.pi * np.outer(v[sl], grid.y)  # (b, ny)
-        cx, sx = np.cos(phx), np.sin(phx)
-        cy, sy = p[:, None] * np.cos(phy), p[:, None] * np.sin(phy)
+        cx, sx, cy, sy, p = separable_factors(grid, u[sl], v[sl], pulse)
+        cy, sy = p[:, None] * cy, p[:, None] * sy
         b = cx.shape[0]
         a_re[sl] = (
             cy[:, :, None] * cx[:, None, :] - sy[:, :, None] * sx[:, None, :]

@@ -13,6 +13,19 @@ from ._base import AbstractForwardModel, check_pulse, prepare_points
 _HIGHEST = jax.lax.Precision.HIGHEST
 
 
+def separable_factors(grid: ImageGrid, u, v, pulse: AbstractPulse):
+    """The factors of the separable kernel, in float64 on the host:
+    `cos/sin(2π u x_ix)` `(N, nx)`, `cos/sin(2π v y_iy)` `(N, ny)` and the pulse
+    `P(u, v)` `(N,)`, with `u`, `v` flattened. Shared by `SeparableFT` (which keeps
+    them) and `DirectFT` (which multiplies them out into its matrix)."""
+    u = np.asarray(u, np.float64).reshape(-1)
+    v = np.asarray(v, np.float64).reshape(-1)
+    phx = 2.0 * np.pi * np.outer(u, grid.x)
+    phy = 2.0 * np.pi * np.outer(v, grid.y)
+    p = np.asarray(pulse(u, v, grid.psize), np.float64)
+    return np.cos(phx), np.sin(phx), np.cos(phy), np.sin(phy), p
+
+
 class SeparableFT(AbstractForwardModel, strict=True):
     """The exact transform computed through the separable kernel
     `exp(2πi(u x + v y)) = exp(2πi u x) · exp(2πi v y)`.
@@ -53,17 +66,14 @@ class SeparableFT(AbstractForwardModel, strict=True):
         u, v, dtype = prepare_points(grid, u, v, dtype)
         self.pulse = check_pulse(pulse)
         self.grid = grid
-        u64 = np.asarray(u, np.float64).reshape(-1)
-        v64 = np.asarray(v, np.float64).reshape(-1)
-        phx = 2.0 * np.pi * np.outer(u64, grid.x)
-        phy = 2.0 * np.pi * np.outer(v64, grid.y)
+        cx, sx, cy, sy, p = separable_factors(grid, u, v, self.pulse)
         self.u = jnp.asarray(u)
         self.v = jnp.asarray(v)
-        self.cx = jnp.asarray(np.cos(phx), dtype)
-        self.sx = jnp.asarray(np.sin(phx), dtype)
-        self.cy = jnp.asarray(np.cos(phy), dtype)
-        self.sy = jnp.asarray(np.sin(phy), dtype)
-        self.p = jnp.asarray(np.asarray(self.pulse(u64, v64, grid.psize)), dtype)
+        self.cx = jnp.asarray(cx, dtype)
+        self.sx = jnp.asarray(sx, dtype)
+        self.cy = jnp.asarray(cy, dtype)
+        self.sy = jnp.asarray(sy, dtype)
+        self.p = jnp.asarray(p, dtype)
 
     def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:
         img_t = self._check_image(image).T  # (nx, ny)
