@@ -17,7 +17,10 @@ from ._pulse import (
     GaussianPulse as GaussianPulse,
     TrianglePulse as TrianglePulse,
 )
-from ._terms._base import AbstractDataTerm as AbstractDataTerm
+from ._terms._base import (
+    AbstractDataTerm as AbstractDataTerm,
+    n_rows_leaf as n_rows_leaf,
+)
 from ._terms._vis import VisChi2 as VisChi2
 from ._units import (
     RAD_PER_DEG as RAD_PER_DEG,
@@ -67,7 +70,6 @@ from ._data._visdata import concatenate as concatenate, VisData as VisData
 from ._forward._select import make_forward as make_forward
 from ._image._gaussian import GaussianImage as GaussianImage
 from ._image._ring import RingImage as RingImage
-from ._objective import Objective as Objective
 from ._regularizers._base import (
     AbstractRegularizer as AbstractRegularizer,
     beam_from_uv as beam_from_uv,
@@ -86,7 +88,7 @@ from ._regularizers._moments import (
 from ._regularizers._smoothness import TSV as TSV, TV as TV
 from ._regularizers._sparsity import L1 as L1, WeightedL1 as WeightedL1
 from ._terms._amp import AmpChi2 as AmpChi2
-from ._terms._base import AbstractTerm as AbstractTerm
+from ._terms._base import AbstractTerm as AbstractTerm, Objective as Objective
 from ._terms._bispectrum import BispectrumChi2 as BispectrumChi2
 from ._terms._camp import ClosureAmpChi2 as ClosureAmpChi2
 from ._terms._cphase import ClosurePhaseChi2 as ClosurePhaseChi2

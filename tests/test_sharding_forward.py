@@ -1,6 +1,7 @@
 """Forward models under `shard_map`: data rows sharded over 4 virtual CPU devices,
 the image replicated. Value and gradient must equal the single-device ones."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -36,11 +37,12 @@ def test_term_sharded_by_rows(mesh, name):
     img = jnp.asarray(random_image(grid))
 
     def local(t, x):
-        # Each shard sums its rows but normalises by the static (global) n_rows:
-        # the psum of the shards is the global chi².
+        # Each shard sums its rows but normalises by the (global, replicated)
+        # n_rows: the psum of the shards is the global chi².
         return jax.lax.psum(t(x), "rows")
 
     term_specs = jax.tree.map(lambda _: P("rows"), term)
+    term_specs = eqx.tree_at(lambda t: t.n_rows, term_specs, P())
     f = jax.shard_map(local, mesh=mesh, in_specs=(term_specs, P()), out_specs=P())
     val, grad = jax.jit(jax.value_and_grad(lambda x: f(term, x)))(img)
     ref_val, ref_grad = jax.value_and_grad(term)(img)

@@ -190,6 +190,7 @@ def test_make_forward_errors():
         sigma=jnp.asarray(sigma),
         time=jnp.zeros(u.size),
         stations=jnp.zeros((u.size, 2), jnp.int32),
+        time_index=jnp.zeros(u.size, jnp.int32),
     )
     with pytest.raises(ValueError, match="one of"):
         em.AmpChi2.from_data(prod, GRID, forward="dft")

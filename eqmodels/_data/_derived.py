@@ -104,7 +104,14 @@ def amplitudes(
         stations=jnp.asarray(
             np.stack([np.asarray(data.ant1), np.asarray(data.ant2)], axis=1)[keep]
         ),
+        time_index=jnp.asarray(data.time_index[keep]),
     )
+
+
+def _slots(data, times):
+    """`(times, time_index)`: each row's time and its index into the data set's
+    time slots (`data.timestamps()`)."""
+    return times, np.searchsorted(data.timestamps(), times)
 
 
 def _closure_inputs(data, uv_min, fractional_noise):
@@ -127,7 +134,12 @@ def _legs(a, idx, kind, closures):
     vis = a["vis"][rows]
     vis = np.where(signs > 0, vis, np.conj(vis))
     sig = a["sigma"][rows]
-    return u, v, signs, vis, sig, stations, times
+    # Each leg's station pair, oriented as the closure walks it.
+    a1, a2 = a["ant1"][rows], a["ant2"][rows]
+    legs = np.stack(
+        [np.where(signs > 0, a1, a2), np.where(signs > 0, a2, a1)], axis=-1
+    )
+    return u, v, signs, vis, sig, (stations, legs), times
 
 
 def _bispectra_np(data, closures, uv_min, snr_cut, fractional_noise):
@@ -135,7 +147,9 @@ def _bispectra_np(data, closures, uv_min, snr_cut, fractional_noise):
     check_closures(closures)
     snr_cut = _check_cut("snr_cut", snr_cut)
     data, a, idx = _closure_inputs(data, uv_min, fractional_noise)
-    u, v, signs, vis, sig, stations, times = _legs(a, idx, "triangle", closures)
+    u, v, signs, vis, sig, (stations, legs), times = _legs(
+        a, idx, "triangle", closures
+    )
     bis = vis[:, 0] * vis[:, 1] * vis[:, 2]
     with np.errstate(divide="ignore", invalid="ignore"):
         sig_b = np.abs(bis) * np.sqrt(np.sum(sig**2 / np.abs(vis) ** 2, axis=1))
@@ -150,8 +164,8 @@ def _bispectra_np(data, closures, uv_min, snr_cut, fractional_noise):
         signs[keep],
         bis[keep],
         sig_b[keep],
-        stations[keep],
-        times[keep],
+        (stations[keep], legs[keep]),
+        _slots(data, times[keep]),
     )
 
 
@@ -187,8 +201,10 @@ def bispectra(
         sign=jnp.asarray(signs),
         bispectrum=jnp.asarray(bis),
         sigma=jnp.asarray(sig_b),
-        time=jnp.asarray(times),
-        stations=jnp.asarray(stations),
+        time=jnp.asarray(times[0]),
+        stations=jnp.asarray(stations[0]),
+        legs=jnp.asarray(stations[1]),
+        time_index=jnp.asarray(times[1]),
     )
 
 
@@ -234,8 +250,10 @@ def closure_phases(
         sign=jnp.asarray(signs),
         cphase=jnp.asarray(np.angle(bis)),
         sigma=jnp.asarray(sig),
-        time=jnp.asarray(times),
-        stations=jnp.asarray(stations),
+        time=jnp.asarray(times[0]),
+        stations=jnp.asarray(stations[0]),
+        legs=jnp.asarray(stations[1]),
+        time_index=jnp.asarray(times[1]),
     )
 
 
@@ -244,7 +262,9 @@ def _camp_np(data, closures, uv_min, snr_cut, fractional_noise, debias, log):
     check_closures(closures)
     snr_cut = _check_cut("snr_cut", snr_cut)
     data, a, idx = _closure_inputs(data, uv_min, fractional_noise)
-    u, v, signs, vis, sig, stations, times = _legs(a, idx, "quadrangle", closures)
+    u, v, signs, vis, sig, (stations, legs), times = _legs(
+        a, idx, "quadrangle", closures
+    )
     if debias:
         p = debiased_amplitude(vis, sig, force_nonzero=True)
     else:
@@ -270,7 +290,14 @@ def _camp_np(data, closures, uv_min, snr_cut, fractional_noise, debias, log):
             keep &= snr >= snr_cut
     if not np.any(keep):
         _empty("closed quadrangles", data, " (need >= 4 stations with all 4 baselines)")
-    return u[keep], v[keep], val[keep], err[keep], stations[keep], times[keep]
+    return (
+        u[keep],
+        v[keep],
+        val[keep],
+        err[keep],
+        (stations[keep], legs[keep]),
+        _slots(data, times[keep]),
+    )
 
 
 def closure_amplitudes(
@@ -301,8 +328,10 @@ def closure_amplitudes(
         v=jnp.asarray(v),
         camp=jnp.asarray(val),
         sigma=jnp.asarray(err),
-        time=jnp.asarray(times),
-        stations=jnp.asarray(stations),
+        time=jnp.asarray(times[0]),
+        stations=jnp.asarray(stations[0]),
+        legs=jnp.asarray(stations[1]),
+        time_index=jnp.asarray(times[1]),
     )
 
 
@@ -329,6 +358,8 @@ def log_closure_amplitudes(
         v=jnp.asarray(v),
         logcamp=jnp.asarray(val),
         sigma=jnp.asarray(err),
-        time=jnp.asarray(times),
-        stations=jnp.asarray(stations),
+        time=jnp.asarray(times[0]),
+        stations=jnp.asarray(stations[0]),
+        legs=jnp.asarray(stations[1]),
+        time_index=jnp.asarray(times[1]),
     )

@@ -21,6 +21,7 @@ class AmpProducts(eqx.Module, strict=True):
     sigma: Float[Array, " n"]
     time: Float[Array, " n"]
     stations: Int[Array, "n 2"]
+    time_index: Int[Array, " n"]
 
 
 class BispectrumProducts(eqx.Module, strict=True):
@@ -33,6 +34,8 @@ class BispectrumProducts(eqx.Module, strict=True):
     sigma: Float[Array, " n"]
     time: Float[Array, " n"]
     stations: Int[Array, "n 3"]
+    legs: Int[Array, "n 3 2"]
+    time_index: Int[Array, " n"]
 
 
 class ClosurePhaseProducts(eqx.Module, strict=True):
@@ -45,6 +48,8 @@ class ClosurePhaseProducts(eqx.Module, strict=True):
     sigma: Float[Array, " n"]
     time: Float[Array, " n"]
     stations: Int[Array, "n 3"]
+    legs: Int[Array, "n 3 2"]
+    time_index: Int[Array, " n"]
 
 
 class ClosureAmpProducts(eqx.Module, strict=True):
@@ -56,6 +61,8 @@ class ClosureAmpProducts(eqx.Module, strict=True):
     sigma: Float[Array, " n"]
     time: Float[Array, " n"]
     stations: Int[Array, "n 4"]
+    legs: Int[Array, "n 4 2"]
+    time_index: Int[Array, " n"]
 
 
 class LogClosureAmpProducts(eqx.Module, strict=True):
@@ -67,3 +74,5 @@ class LogClosureAmpProducts(eqx.Module, strict=True):
     sigma: Float[Array, " n"]
     time: Float[Array, " n"]
     stations: Int[Array, "n 4"]
+    legs: Int[Array, "n 4 2"]
+    time_index: Int[Array, " n"]

@@ -266,6 +266,13 @@ class VisData(eqx.Module, strict=True):
         return np.hypot(np.asarray(self.u), np.asarray(self.v))
 
     @property
+    def time_index(self) -> np.ndarray:
+        """Each row's time slot: its index into the data set's distinct timestamps
+        ([`eqmodels.VisData.timestamps`][]), numpy. Data terms built from this data
+        set or its products carry it (`time_index`); station gains use it."""
+        return np.searchsorted(self.timestamps(), np.asarray(self.time))
+
+    @property
     def snr(self) -> np.ndarray:
         """`|V| / σ` per row, numpy."""
         return np.abs(np.asarray(self.vis)) / np.asarray(self.sigma)
@@ -276,7 +283,8 @@ class VisData(eqx.Module, strict=True):
         return tuple(self.station_names[i] for i in used)
 
     def timestamps(self) -> np.ndarray:
-        """The distinct timestamps (hours), sorted."""
+        """The distinct timestamps (hours), sorted: the data set's time slots (see
+        [`eqmodels.VisData.time_index`][])."""
         return np.unique(np.asarray(self.time))
 
     def baselines(self) -> list[tuple[str, str]]:

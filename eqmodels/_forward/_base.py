@@ -1,12 +1,14 @@
 """The forward-model interface: image → complex visibilities at fixed (u, v)."""
 
 import abc
+import math
+from typing import ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Complex, Float
+from jaxtyping import Array, ArrayLike, Complex, Float, Int
 
 from .._grid import ImageGrid
 from .._pulse import AbstractPulse, TrianglePulse
@@ -28,13 +30,24 @@ class AbstractForwardModel(eqx.Module, strict=True):
     `V[...] = P(u, v) Σ_p img_p exp(+2πi (u x_p + v y_p))` with the shape of `u`.
 
     Subclasses hold `grid`, `u`, `v` and `pulse` and implement `__call__` and
-    `at(u, v)` (the same model at other points, used to pad and split rows).
+    `at(u, v)` (the same model at other points).
+
+    **Point-major leaves.** A subclass whose per-point arrays (beyond `u`, `v`) all
+    have the flattened points as their leading axis lists them in the class
+    attribute `point_fields` (e.g. `DirectFT.point_fields = ("a_re", "a_im")`:
+    one matrix row per point). That is all [`eqmodels.AbstractForwardModel.take`][]
+    needs to gather points without recomputing anything (on traced indices too), and
+    what lets an [`eqmodels.Objective`][] serve several data terms from one model at
+    their distinct points. A model that leaves `point_fields = None` still works
+    everywhere, evaluated per term.
     """
 
     grid: eqx.AbstractVar[ImageGrid]
     u: eqx.AbstractVar[Float[Array, "*points"]]
     v: eqx.AbstractVar[Float[Array, "*points"]]
     pulse: eqx.AbstractVar[AbstractPulse]
+
+    point_fields: ClassVar[tuple[str, ...] | None] = None
 
     @abc.abstractmethod
     def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:
@@ -48,6 +61,38 @@ class AbstractForwardModel(eqx.Module, strict=True):
     @abc.abstractmethod
     def at(self, u: ArrayLike, v: ArrayLike) -> "AbstractForwardModel":
         """The same model (grid, pulse, options) evaluated at other points."""
+
+    def take(self, index: Int[ArrayLike, " m"]) -> "AbstractForwardModel":
+        """The same model at the points `u[index]`, `v[index]` (a gather along the
+        leading axis of the points; nothing is recomputed, and `index` may be
+        traced).
+
+        **Arguments:** `index`, integer indices into the leading axis of `u`.
+
+        **Returns:** a model of the same class with points of shape
+        `(m, *u.shape[1:])`.
+        """
+        if self.point_fields is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} does not declare `point_fields` (its per-point "
+                "leaves), so its points cannot be gathered; declare them (see "
+                "`AbstractForwardModel`) or rebuild the model with `at(u, v)`."
+            )
+        shape = tuple(self.u.shape)
+        idx = gather_index(index, shape[0], "index")
+        if len(shape) == 1:
+            flat = idx
+        else:  # the legs of row i are the flat points i*k ... i*k + k - 1
+            k = math.prod(shape[1:])
+            flat = (idx[:, None] * k + _arange(k, idx)).reshape(-1)
+        names = ("u", "v") + tuple(self.point_fields)
+        new = [
+            take_rows(getattr(self, n), idx if n in ("u", "v") else flat)
+            for n in names
+        ]
+        return eqx.tree_at(
+            lambda m: tuple(getattr(m, n) for n in names), self, tuple(new)
+        )
 
     @property
     def dtype(self) -> np.dtype:
@@ -106,3 +151,45 @@ def check_pulse(pulse):
             f"{type(pulse).__name__}."
         )
     return pulse
+
+
+def _arange(k: int, like):
+    return np.arange(k) if isinstance(like, np.ndarray) else jnp.arange(k)
+
+
+def gather_index(index, n: int, name: str):
+    """`index` as a 1-d integer array into an axis of length `n`: a numpy array
+    when concrete (checked to lie in `[0, n)`), else the tracer."""
+    if not is_concrete(index):
+        if not jnp.issubdtype(jnp.result_type(index), jnp.integer):
+            raise TypeError(f"`{name}` must be integer indices.")
+        return jnp.asarray(index).reshape(-1)
+    idx = np.asarray(index)
+    if idx.dtype == np.bool_ or not np.issubdtype(idx.dtype, np.integer):
+        if idx.size == 0:
+            idx = idx.astype(np.int64)
+        else:
+            raise TypeError(
+                f"`{name}` must be integer indices (e.g. `np.arange(...)`), got dtype "
+                f"{idx.dtype}; for a boolean mask use `np.flatnonzero(mask)`."
+            )
+    if idx.ndim != 1:
+        raise ValueError(f"`{name}` must be 1-d, got shape {idx.shape}.")
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise ValueError(
+            f"`{name}` must lie in [0, {n}) (there are {n} rows), got values from "
+            f"{int(idx.min())} to {int(idx.max())}."
+        )
+    return idx
+
+
+def take_rows(x, idx):
+    """`x[idx]` along the leading axis: on the host (one numpy gather, no kernel
+    compiled per shape) when everything is concrete and on the CPU, else `jnp`."""
+    if (
+        isinstance(idx, np.ndarray)
+        and is_concrete(x)
+        and all(d.platform == "cpu" for d in getattr(x, "devices", lambda: [])())
+    ):
+        return jnp.asarray(np.asarray(x)[idx])
+    return jnp.take(x, jnp.asarray(idx), axis=0)

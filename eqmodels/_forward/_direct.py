@@ -61,6 +61,8 @@ class DirectFT(AbstractForwardModel, strict=True):
     a_re: Float[Array, "n npix"]
     a_im: Float[Array, "n npix"]
 
+    point_fields = ("a_re", "a_im")
+
     def __init__(
         self,
         grid: ImageGrid,

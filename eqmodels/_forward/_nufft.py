@@ -82,6 +82,8 @@ class NUFFT(AbstractForwardModel, strict=True):
     eps: float = eqx.field(static=True)
     opts: Any = eqx.field(static=True)
 
+    point_fields = ("py", "px", "factor")
+
     def __init__(
         self,
         grid: ImageGrid,

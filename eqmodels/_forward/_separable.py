@@ -47,6 +47,8 @@ class SeparableFT(AbstractForwardModel, strict=True):
     sy: Float[Array, "n ny"]
     p: Float[Array, " n"]
 
+    point_fields = ("cx", "sx", "cy", "sy", "p")
+
     def __init__(
         self,
         grid: ImageGrid,

@@ -34,6 +34,8 @@ class SimpleEntropy(AbstractRegularizer, strict=True):
     [`eqmodels.PixelImage`][] mask), with a zero derivative.
     """
 
+    report_name = "simple"
+
     prior: Float[Array, "ny nx"]
     flux: Float[Array, ""] | None
     normalise: bool = eqx.field(static=True)
@@ -70,6 +72,8 @@ class GullSkillingEntropy(AbstractRegularizer, strict=True):
 
     Pixels where `I = 0` contribute `P_p` (the limit), with a zero derivative.
     """
+
+    report_name = "gs"
 
     prior: Float[Array, "ny nx"]
     flux: Float[Array, ""] | None

@@ -15,6 +15,8 @@ class Flux(AbstractRegularizer, strict=True):
     `R(I) = (Σ_p I_p − F)²`, divided by `F²` when `normalise=True`.
     """
 
+    report_name = "flux"
+
     flux: Float[Array, ""]
     normalise: bool = eqx.field(static=True)
 

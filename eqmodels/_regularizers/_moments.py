@@ -29,6 +29,8 @@ class Centroid(AbstractRegularizer, strict=True):
     half a pixel away on even grids: a deliberate difference.
     """
 
+    report_name = "cm"
+
     grid: ImageGrid
     flux: Float[Array, ""] | None
     beam: Float[Array, ""] | None
@@ -73,6 +75,8 @@ class Compactness(AbstractRegularizer, strict=True):
     `F` as eht-imaging does; with `flux=None` (and `normalise=False`) it divides by
     the image's own flux `Σ I` instead, the textbook second moment.
     """
+
+    report_name = "compact"
 
     grid: ImageGrid
     flux: Float[Array, ""] | None
@@ -122,6 +126,8 @@ class Compactness2(AbstractRegularizer, strict=True):
     `R(I) = Σ_p I_p² (x_p² + y_p²)`, divided by `F² b²` when `normalise=True`.
     """
 
+    report_name = "compact2"
+
     grid: ImageGrid
     flux: Float[Array, ""] | None
     beam: Float[Array, ""] | None
@@ -168,6 +174,8 @@ class GaussianMoments(AbstractRegularizer, strict=True):
     distance of the two covariances, made dimensionless. Independent of the total
     flux and of the image's position.
     """
+
+    report_name = "rgauss"
 
     grid: ImageGrid
     fwhm_major: Float[Array, ""]

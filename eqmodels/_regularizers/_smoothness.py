@@ -42,6 +42,8 @@ class TV(AbstractRegularizer, strict=True):
     reproduces eht-imaging's values; `ε > 0` makes the penalty smooth.
     """
 
+    report_name = "tv"
+
     grid: ImageGrid
     flux: Float[Array, ""] | None
     beam: Float[Array, ""] | None
@@ -88,6 +90,8 @@ class TSV(AbstractRegularizer, strict=True):
     the image being zero beyond its last row and column; divided by
     `p⁴ F² / b⁴` when `normalise=True`.
     """
+
+    report_name = "tv2"
 
     grid: ImageGrid
     flux: Float[Array, ""] | None

@@ -23,6 +23,8 @@ class L1(AbstractRegularizer, strict=True):
     (Its derivative at `I_p = 0` is taken as 0.)
     """
 
+    report_name = "l1"
+
     flux: Float[Array, ""] | None
     normalise: bool = eqx.field(static=True)
 
@@ -48,6 +50,8 @@ class WeightedL1(AbstractRegularizer, strict=True):
     `R(I) = Σ_p sqrt(I_p² + ε) / (sqrt(P_p² + ε) + ε)`, `ε = 1e-10` by default
     (a smooth L1 that penalises flux where the prior is faint). No normalisation.
     """
+
+    report_name = "l1w"
 
     prior: Float[Array, "ny nx"]
     eps: float = eqx.field(static=True)

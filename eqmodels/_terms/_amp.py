@@ -1,16 +1,16 @@
 """Chi² of visibility amplitudes."""
 
-import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, Scalar
+from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
 from .._grid import ImageGrid
 from .._numerics import safe_sqrt
-from ._base import AbstractDataTerm, as_image, ImageLike
+from ._base import AbstractDataTerm
 from ._common import (
     abs2,
     real_rows,
+    row_labels,
     term_from_data,
 )
 
@@ -26,25 +26,39 @@ class AmpChi2(AbstractDataTerm, strict=True):
     contributes exactly 0.
     """
 
-    forward: AbstractForwardModel
+    forward: AbstractForwardModel | None
     amp: Float[Array, " n"]
     weight: Float[Array, " n"]
-    n_rows: int = eqx.field(static=True)
+    n_rows: Int[Array, ""]
+    stations: Int[Array, "n 2"]
+    time_index: Int[Array, " n"]
+
+    report_name = "amp"
+    row_fields = ("amp", "weight", "stations", "time_index")
 
     def __init__(
         self,
         forward: AbstractForwardModel,
         amp: Float[ArrayLike, " n"],
         sigma: Float[ArrayLike, " n"],
+        *,
+        stations: Int[ArrayLike, "n 2"] | None = None,
+        time_index: Int[ArrayLike, " n"] | None = None,
     ):
         """**Arguments:**
 
         - `forward`: forward model at the rows' `(u, v)`, points of shape `(n,)`.
         - `amp`: observed amplitudes (Jy), shape `(n,)`.
         - `sigma`: amplitude noise (Jy, > 0), shape `(n,)`.
+        - `stations`, `time_index`: each row's station pair and time slot (see
+          [`eqmodels.VisChi2`][]); default unknown (`-1`).
         """
-        self.forward, self.amp, self.weight, self.n_rows = real_rows(
+        self.amp, self.weight, self.n_rows = real_rows(
             forward, None, "AmpChi2", "amp", amp, sigma
+        )
+        self.forward = forward
+        self.stations, self.time_index = row_labels(
+            stations, time_index, tuple(forward.u.shape)
         )
 
     @classmethod
@@ -63,12 +77,9 @@ class AmpChi2(AbstractDataTerm, strict=True):
         """
         return term_from_data(cls, data, "amp", grid, forward, forward_kwargs)
 
-    def _amp(self, image: ImageLike):
-        return safe_sqrt(abs2(self.forward(as_image(image))))
+    def residuals_from_vis(self, vis: Complex[Array, " n"]) -> Float[Array, " n"]:
+        return jnp.sqrt(self.weight / self.n_rows) * (safe_sqrt(abs2(vis)) - self.amp)
 
-    def residuals(self, image: ImageLike) -> Float[Array, " n"]:
-        return jnp.sqrt(self.weight / self.n_rows) * (self._amp(image) - self.amp)
-
-    def __call__(self, image: ImageLike) -> Scalar:
-        d = self._amp(image) - self.amp
+    def chi2_from_vis(self, vis: Complex[Array, " n"]) -> Scalar:
+        d = safe_sqrt(abs2(vis)) - self.amp
         return jnp.sum(self.weight * d * d) / self.n_rows

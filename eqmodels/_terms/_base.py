@@ -1,20 +1,32 @@
-"""The term interfaces: image → scalar.
+"""The term interfaces and their composite: `AbstractTerm`, `AbstractDataTerm` and
+`Objective`.
 
-`AbstractTerm` is the common base of data terms and regularizers. It carries the
-composition dunders (`w * term`, `term + term`) that build an
-[`eqmodels.Objective`][]; `AbstractDataTerm` (chi² of a data product) and
-`eqmodels.AbstractRegularizer` (a penalty on the image) derive from it.
+`AbstractTerm` is the common base of data terms and regularizers. Its arithmetic
+(`w * term`, `term + term`) builds an [`eqmodels.Objective`][], which lives here,
+beside the base whose operators return it (as lineax keeps its composite operators
+beside `AbstractLinearOperator`): no import cycle, no imports inside functions.
+
+A data term is **arithmetic on model visibilities**: `chi2_from_vis(vis)` and
+`residuals_from_vis(vis)`. Who evaluates the forward model is not its business: the
+term alone (`term(image)` evaluates its own model once and hands over), or an
+objective that evaluates one shared model for many terms and gathers each term's
+visibilities.
 """
 
 import abc
-from typing import TypeAlias
+from collections.abc import Sequence
+from typing import ClassVar, TypeAlias
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, Scalar
+import numpy as np
+from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
-from .._forward._base import AbstractForwardModel
+from .._forward._base import AbstractForwardModel, gather_index, take_rows
 from .._image._base import AbstractImageModel
+from .._validation import is_concrete
+from ._shared import group_source, merge, raw_source, share_key, SharedForward
 
 
 ImageLike: TypeAlias = Float[ArrayLike, "ny nx"] | AbstractImageModel
@@ -36,7 +48,14 @@ class AbstractTerm(eqx.Module, strict=True):
     `sum([...])` works too. Subclass [`eqmodels.AbstractDataTerm`][] or
     [`eqmodels.AbstractRegularizer`][] rather than this class directly: the
     `Objective` treats the two families differently (e.g. `chi2_offset`).
+
+    **Report names.** The class attribute `report_name` is the key under which an
+    objective reports the term (`"amp"`, `"cphase"`, `"tv"`, ... for the built-in
+    terms, eht-imaging's short names). A subclass inherits its parent's unless it
+    sets its own; a class that sets none is reported under its class name.
     """
+
+    report_name: ClassVar[str | None] = None
 
     # numpy must defer `array * term` to `__rmul__` (which rejects non-scalars)
     # rather than broadcasting the term into an object array.
@@ -49,33 +68,32 @@ class AbstractTerm(eqx.Module, strict=True):
         **Returns:** the scalar value of the term.
         """
 
-    def __mul__(self, weight) -> "AbstractTerm":
-        from .._objective import as_objective
-
+    def __mul__(self, weight) -> "Objective":
         obj = as_objective(self)
         w = _scalar_weight(weight)
         return obj.with_weights(obj.weights * w.astype(obj.weights.dtype))
 
-    def __rmul__(self, weight) -> "AbstractTerm":
+    def __rmul__(self, weight) -> "Objective":
         return self.__mul__(weight)
 
-    def __truediv__(self, weight) -> "AbstractTerm":
+    def __truediv__(self, weight) -> "Objective":
         return self.__mul__(1.0 / _scalar_weight(weight))
 
-    def __add__(self, other) -> "AbstractTerm":
-        from .._objective import concatenate
-
+    def __add__(self, other) -> "Objective":
         if not isinstance(other, AbstractTerm):
             return NotImplemented
-        return concatenate(self, other)
+        return _concatenate(self, other)
 
-    def __radd__(self, other) -> "AbstractTerm":
-        from .._objective import as_objective
-
+    def __radd__(self, other) -> "Objective":
         # `sum(terms)` starts from the integer 0.
         if isinstance(other, int | float) and other == 0:
             return as_objective(self)
         return NotImplemented
+
+
+def default_name(term: AbstractTerm) -> str:
+    """The report key of a term: its class's `report_name`, else its class name."""
+    return type(term).report_name or type(term).__name__
 
 
 def _scalar_weight(weight):
@@ -95,35 +113,458 @@ def _scalar_weight(weight):
 
 
 class AbstractDataTerm(AbstractTerm, strict=True):
-    """Base class of data terms (chi² of some data product).
+    """Base class of data terms (χ² of some data product).
 
-    A data term maps an image (an `(ny, nx)` array or an
-    [`eqmodels.AbstractImageModel`][]) to a scalar. It is **row-independent**: every
-    data row carries its own points, observed value and weight, so rows can be
-    padded (weight exactly 0) and split across devices. `n_rows` is the number of
-    real rows the chi² is normalised by; padding must not change it.
+    A data term is arithmetic on model visibilities. Subclasses implement
 
-    Subclasses implement `residuals(image)`, a real vector `r` with
-    `chi² = Σ r²` (what Gauss-Newton and Jacobian work need); `__call__` defaults
-    to that sum. A data term evaluates its forward model once, as
-    `self.forward(image)`: an [`eqmodels.Objective`][] relies on this to serve
-    several terms from one shared transform.
+    - `chi2_from_vis(vis)`: the χ² from the model visibilities at the term's points
+      (`vis` shaped like `forward.u`: `(n,)`, `(n, 3)`, `(n, 4)`, ...);
+    - `residuals_from_vis(vis)`: a real vector `r` with `χ² = Σ r²` (what
+      Gauss-Newton and Jacobian work need);
+
+    and hold these fields:
+
+    - `forward`: the forward model at the term's points (`None` inside an
+      [`eqmodels.Objective`][] that serves the term from a shared transform);
+    - `weight`: `1/σ²` per row; a row of weight exactly 0 contributes exactly 0 to
+      the value and every gradient (that is how rows are padded);
+    - `n_rows`: the number of real rows `N` the χ² is normalised by, a 0-d integer
+      array leaf (padding does not change it, and data sets padded to one length
+      share one tree structure and one compiled program).
+
+    **Rows.** A term is row-independent: every row carries its own points, observed
+    values, weight and (for the built-in terms) its legs' station pairs `stations`
+    (`(*points, 2)` indices into the data set's station table, `-1` when unknown)
+    and its time slot `time_index` (`(n,)`, `-1` when unknown). The class attribute
+    `row_fields` names the per-row leaves (leading axis = rows); together with the
+    forward model's point gather that is all [`eqmodels.AbstractDataTerm.take_rows`][]
+    and [`eqmodels.AbstractDataTerm.pad_rows`][] need, for any term, a user's too.
+
+    `term(image)` and `term.residuals(image)` evaluate the forward model once and
+    hand over. An objective calls `chi2_from_vis` / `residuals_from_vis` directly:
+    override those, not `__call__` (a class that does override `__call__` is still
+    evaluated correctly, but through its own forward model, unshared).
     """
 
-    forward: eqx.AbstractVar[AbstractForwardModel]
-    n_rows: eqx.AbstractVar[int]
+    forward: eqx.AbstractVar[AbstractForwardModel | None]
+    weight: eqx.AbstractVar[Float[Array, " n"]]
+    n_rows: eqx.AbstractVar[Int[Array, ""]]
+
+    row_fields: ClassVar[tuple[str, ...]] = ("weight",)
 
     @abc.abstractmethod
-    def residuals(self, image: ImageLike) -> Float[Array, " m"]:
-        """**Arguments:** `image`, an `(ny, nx)` array or an image model.
+    def chi2_from_vis(self, vis: Complex[Array, "*points"]) -> Scalar:
+        """**Arguments:** `vis`, the model visibilities at the term's points.
 
-        **Returns:** the real residual vector `r`, with `chi² = Σ r²`.
+        **Returns:** the χ² (a scalar).
         """
+
+    @abc.abstractmethod
+    def residuals_from_vis(self, vis: Complex[Array, "*points"]) -> Float[Array, " m"]:
+        """**Arguments:** `vis`, the model visibilities at the term's points.
+
+        **Returns:** the real residual vector `r`, with `χ² = Σ r²`.
+        """
+
+    def model_vis(self, image: ImageLike) -> Complex[Array, "*points"]:
+        """The model visibilities at the term's points (one forward evaluation).
+
+        **Arguments:** `image`, an `(ny, nx)` array or an image model.
+        """
+        if self.forward is None:
+            raise ValueError(
+                f"this {type(self).__name__} belongs to an `Objective` that evaluates "
+                "its visibilities with a shared transform (`objective.shared`), so it "
+                "holds no forward model of its own: evaluate it through the objective "
+                "(`objective.report(image)`), or use the term you built the objective "
+                "from."
+            )
+        return self.forward(as_image(image))
 
     def __call__(self, image: ImageLike) -> Scalar:
         """**Arguments:** `image`, an `(ny, nx)` array or an image model.
 
-        **Returns:** the chi² (a scalar).
+        **Returns:** the χ² (a scalar).
         """
-        r = self.residuals(image)
-        return jnp.sum(r * r)
+        return self.chi2_from_vis(self.model_vis(image))
+
+    def residuals(self, image: ImageLike) -> Float[Array, " m"]:
+        """**Arguments:** `image`, an `(ny, nx)` array or an image model.
+
+        **Returns:** the real residual vector `r`, with `χ² = Σ r²`.
+        """
+        return self.residuals_from_vis(self.model_vis(image))
+
+    @property
+    def rows(self) -> int:
+        """Number of rows held (real and padding)."""
+        return int(self.weight.shape[0])
+
+    def take_rows(
+        self, index: Int[ArrayLike, " m"], *, n_rows: int | None = None
+    ) -> "AbstractDataTerm":
+        """The term restricted to (or rearranged as) the rows `index`: every
+        per-row leaf and the forward model's points gathered (nothing is
+        recomputed; `index` may be traced).
+
+        **Arguments:**
+
+        - `index`: integer row indices (repeats allowed).
+        - `n_rows`: the χ² normalisation of the result. Default: unchanged, so the
+          pieces of a split term sum to the whole term's χ²; pass `len(index)` for a
+          standalone subset.
+
+        **Returns:** a term of the same class.
+        """
+        idx = gather_index(index, self.rows, "index")
+        names = tuple(self.row_fields)
+        for name in ("weight",):
+            if name not in names:  # pragma: no cover - a class declaration error
+                raise TypeError(
+                    f"{type(self).__name__}.row_fields must list {name!r}."
+                )
+        new = [take_rows(getattr(self, name), idx) for name in names]
+        where = lambda t: tuple(getattr(t, n) for n in names)  # noqa: E731
+        out = eqx.tree_at(where, self, tuple(new))
+        if self.forward is not None:
+            out = eqx.tree_at(lambda t: t.forward, out, self.forward.take(idx))
+        if n_rows is not None:
+            out = eqx.tree_at(lambda t: t.n_rows, out, _n_rows_leaf(n_rows))
+        return out
+
+    def pad_rows(self, length: int) -> "AbstractDataTerm":
+        """The term with padding rows appended up to `length` rows: copies of row 0
+        (finite points and values) with weight exactly 0, so the value and every
+        gradient are unchanged; `n_rows` keeps the true count. This is the way to
+        pad (never σ = 0, which the constructors refuse).
+
+        **Arguments:** `length`, the total number of rows (≥ the current count).
+        """
+        n = self.rows
+        if isinstance(length, bool) or not isinstance(length, int | np.integer):
+            raise TypeError(f"`length` must be an integer, got {length!r}.")
+        if length < n:
+            raise ValueError(
+                f"`length`={length} is below the term's {n} rows: padding only adds "
+                "rows (use `take_rows` to drop some)."
+            )
+        if length == n:
+            return self
+        index = np.concatenate([np.arange(n), np.zeros(length - n, np.int64)])
+        out = self.take_rows(index)
+        live = np.arange(length) < n
+        weight = out.weight * jnp.asarray(live, out.weight.dtype)
+        return eqx.tree_at(lambda t: t.weight, out, weight)
+
+
+def _n_rows_leaf(n) -> Int[Array, ""]:
+    if not is_concrete(n):
+        return jnp.asarray(n, jnp.int32)
+    if isinstance(n, bool) or int(n) != n or int(n) < 1:
+        raise ValueError(f"`n_rows` must be a positive integer, got {n!r}.")
+    return jnp.asarray(int(n), jnp.int32)
+
+
+def n_rows_leaf(n: int) -> Int[Array, ""]:
+    """`n` as the 0-d int32 leaf data terms hold."""
+    return _n_rows_leaf(n)
+
+
+def _uses_own_call(term: AbstractTerm) -> bool:
+    """A data term whose class overrides `__call__` is evaluated through it."""
+    return type(term).__call__ is not AbstractDataTerm.__call__
+
+
+def _unique_names(names: Sequence[str]) -> tuple[str, ...]:
+    seen: set[str] = set()
+    out = []
+    for name in names:
+        new, k = name, 2
+        while new in seen:
+            new, k = f"{name}_{k}", k + 1
+        seen.add(new)
+        out.append(new)
+    return tuple(out)
+
+
+class Objective(AbstractTerm, strict=True):
+    r"""A weighted sum of data terms and regularizers:
+
+    `J(I) = Σ_i w_i T_i(I)`, or, with `chi2_offset=True`, eht-imaging's
+    `J(I) = Σ_d w_d (χ²_d(I) − 1) + Σ_r w_r R_r(I)` (data terms offset by 1).
+
+    Usually built by arithmetic on terms, `0.2 * amp + cphase + 100 * entropy`;
+    the weights are one array leaf, so `jax.vmap` over
+    [`eqmodels.Objective.with_weights`][] evaluates a whole survey of weightings.
+    `objective(image_or_model)` returns the scalar (use it directly under
+    `eqx.filter_value_and_grad`); `objective.report(image)` the value of each term.
+
+    **Shared transforms.** With `share=True` (default), data terms whose forward
+    models can share (they declare their per-point leaves, as `DirectFT`,
+    `SeparableFT` and `NUFFT` do, and agree on class, grid, pulse, options and
+    dtype) are served by one model at their distinct points (legs equal up to sign
+    are merged): one NUFFT instead of one per term, or a dense matrix with one row
+    per distinct baseline instead of one per leg. Each shared model is evaluated
+    once per call and every member gets its visibilities by a gather, through
+    `chi2_from_vis`; the result is the same to rounding. This holds for the built-in
+    terms, their subclasses and users' terms alike.
+
+    Member terms **drop their own forward model** (`term.forward is None` in
+    `objective.terms`): the objective holds the shared models (`objective.shared`)
+    and the per-row data, nothing else. Evaluate members through the objective
+    (`report`, `values`), or keep the terms you built it from.
+    """
+
+    terms: tuple[AbstractTerm, ...]
+    weights: Float[Array, " n"]
+    shared: tuple[SharedForward, ...]
+    names: tuple[str, ...] = eqx.field(static=True)
+    chi2_offset: bool = eqx.field(static=True)
+    share: bool = eqx.field(static=True)
+
+    def __init__(
+        self,
+        terms: Sequence[AbstractTerm],
+        weights: Float[ArrayLike, " n"] | Sequence[float | int] | None = None,
+        *,
+        names: Sequence[str] | None = None,
+        chi2_offset: bool = False,
+        share: bool = True,
+    ):
+        """**Arguments:**
+
+        - `terms`: data terms and regularizers (an `Objective` among them is
+          flattened: its terms and shared transforms join, its weights multiplied
+          in; the outer `chi2_offset` applies).
+        - `weights`: one weight per term (default all 1).
+        - `names`: report keys (default: each class's `report_name`, e.g. `amp`,
+          `cphase`, `simple`, `tv`, made unique with `_2`, `_3`).
+        - `chi2_offset`: subtract 1 from every data term (eht-imaging's
+          `α(χ² − 1)`); changes the value, not the gradient.
+        - `share`: serve compatible data terms from one transform (see above).
+          With `False` no new sharing is set up (groups already built inside a
+          nested objective are kept).
+        """
+        terms = tuple(terms)
+        if not terms:
+            raise ValueError("`terms` is empty: an objective needs at least one term.")
+        for t in terms:
+            if not isinstance(t, AbstractTerm):
+                raise TypeError(
+                    "every term must be a data term or a regularizer (an "
+                    f"`AbstractTerm`), got {type(t).__name__}."
+                )
+        # Concrete weights are combined in numpy (no tiny device kernel compiled
+        # per shape while an objective is assembled); traced ones in jnp.
+        wdtype = jnp.result_type(float)
+        nested = [t.weights for t in terms if isinstance(t, Objective)]
+        xp = np if all(is_concrete(w) for w in [weights, *nested]) else jnp
+        if weights is None:
+            weights = xp.ones(len(terms), wdtype)
+        weights = xp.asarray(weights)
+        if weights.dtype == np.bool_ or np.iscomplexobj(weights):
+            raise TypeError(f"`weights` must be real, got dtype {weights.dtype}.")
+        weights = weights.astype(wdtype)
+        if weights.shape != (len(terms),):
+            raise ValueError(
+                f"`weights` has shape {weights.shape} but there are {len(terms)} "
+                "terms: one weight per term."
+            )
+        if names is not None:
+            names = tuple(names)
+            if len(names) != len(terms) or not all(isinstance(n, str) for n in names):
+                raise ValueError(
+                    f"`names` must be {len(terms)} strings, one per term, got {names!r}."
+                )
+        # Flatten nested objectives (their shared groups join, members shifted).
+        flat_terms: list[AbstractTerm] = []
+        flat_w, flat_names, groups = [], [], []
+        for i, t in enumerate(terms):
+            if isinstance(t, Objective):
+                groups.extend(g.shifted(len(flat_terms)) for g in t.shared)
+                flat_terms.extend(t.terms)
+                flat_w.append(weights[i] * xp.asarray(t.weights))
+                flat_names.extend(t.names)
+            else:
+                flat_terms.append(t)
+                flat_w.append(weights[i : i + 1])
+                flat_names.append(default_name(t) if names is None else names[i])
+        self.share = bool(share)
+        if self.share:
+            flat_terms, groups = _share(flat_terms, groups)
+        self.terms = tuple(flat_terms)
+        self.shared = tuple(groups)
+        self.weights = jnp.asarray(xp.concatenate(flat_w))
+        self.names = _unique_names(flat_names)
+        self.chi2_offset = bool(chi2_offset)
+
+    def with_weights(
+        self, weights: Float[ArrayLike, " n"] | Sequence[float | int]
+    ) -> "Objective":
+        """The same objective with other weights (works with traced weights, e.g.
+        inside `jax.vmap` for a survey).
+
+        **Arguments:** `weights`, one per term, in `self.names` order.
+
+        **Returns:** the new `Objective` (terms and shared transforms reused).
+        """
+        weights = jnp.asarray(weights)
+        if weights.shape != self.weights.shape:
+            raise ValueError(
+                f"`weights` has shape {weights.shape}, expected {self.weights.shape} "
+                f"(one per term: {self.names})."
+            )
+        return eqx.tree_at(
+            lambda o: o.weights, self, weights.astype(self.weights.dtype)
+        )
+
+    def _served_vis(self, img) -> dict[int, Array]:
+        """Each shared member's visibilities, by term position."""
+        served = {}
+        for group in self.shared:
+            served.update(zip(group.members, group(img)))
+        return served
+
+    def values(self, image: ImageLike) -> tuple[Scalar, ...]:
+        """Each term's own value (χ² or penalty, unweighted), in `self.names` order.
+
+        **Arguments:** `image`, an `(ny, nx)` array or an image model (evaluated
+        once; each shared transform too).
+        """
+        img = as_image(image)
+        served = self._served_vis(img)
+        return tuple(
+            t.chi2_from_vis(served[i]) if i in served else t(img)
+            for i, t in enumerate(self.terms)
+        )
+
+    def residuals(self, image: ImageLike) -> Float[Array, " m"]:
+        """One real residual vector for the whole objective: the terms' residuals
+        scaled by `sqrt(w_i)` and concatenated, so `Σ r² = Σ_i w_i T_i(I)` (without
+        the `chi2_offset`, a constant). What Gauss-Newton and Levenberg-Marquardt
+        solvers need.
+
+        Every term must provide residuals: data terms do; a regularizer does when it
+        defines `residuals(image)` (a penalty that is a sum of squares).
+
+        **Arguments:** `image`, an `(ny, nx)` array or an image model.
+        """
+        for name, t in zip(self.names, self.terms):
+            if not isinstance(t, AbstractDataTerm) and not hasattr(t, "residuals"):
+                raise TypeError(
+                    f"term {name!r} ({type(t).__name__}) is not a sum of squares (it "
+                    "has no `residuals`): least-squares solvers need every term to "
+                    "be one; drop it or minimise the objective instead."
+                )
+        if is_concrete(self.weights) and np.any(np.asarray(self.weights) < 0):
+            raise ValueError(
+                "residuals need non-negative weights (they are scaled by sqrt(w)); "
+                f"got {np.asarray(self.weights)}."
+            )
+        img = as_image(image)
+        served = self._served_vis(img)
+        out = []
+        for i, t in enumerate(self.terms):
+            if i in served:
+                r = t.residuals_from_vis(served[i])
+            else:
+                r = t.residuals(img)
+            out.append(jnp.sqrt(self.weights[i]).astype(r.dtype) * r.reshape(-1))
+        return jnp.concatenate(out)
+
+    def __call__(self, image: ImageLike) -> Scalar:
+        """**Arguments:** `image`, an `(ny, nx)` array or an image model.
+
+        **Returns:** the objective `Σ_i w_i T_i(I)` (offset as configured).
+        """
+        vals = jnp.stack(self.values(image))
+        if self.chi2_offset:
+            vals = vals - jnp.asarray(self.is_data_term, vals.dtype)
+        return jnp.sum(self.weights.astype(vals.dtype) * vals)
+
+    def report(self, image: ImageLike) -> dict[str, Scalar]:
+        """Each term's value, for logging and ranking.
+
+        **Arguments:** `image`, an `(ny, nx)` array or an image model.
+
+        **Returns:** `{name: value}`: every data term's χ² and every regularizer's
+        penalty, unweighted and without the offset.
+        """
+        return dict(zip(self.names, self.values(image)))
+
+    @property
+    def is_data_term(self) -> np.ndarray:
+        """Boolean mask over the terms: which are data terms."""
+        return np.array([isinstance(t, AbstractDataTerm) for t in self.terms])
+
+    def __repr__(self) -> str:
+        w = self.weights
+        concrete = not isinstance(w, jax.core.Tracer) and np.ndim(w) == 1
+        parts = [
+            f"{f'{float(w[i]):g}' if concrete else '?'} * {n}"
+            for i, n in enumerate(self.names)
+        ]
+        return f"Objective({' + '.join(parts)}, chi2_offset={self.chi2_offset})"
+
+
+def _share(terms: list[AbstractTerm], groups: list[SharedForward]):
+    """Merge every shareable data term and every existing group with the same share
+    key into one group; members drop their own forward model."""
+    buckets: dict = {}  # share key -> [(source, is_group)]
+    out: list[SharedForward] = []
+    for g in groups:
+        key = share_key(g.forward)
+        if key is None:
+            out.append(g)
+        else:
+            buckets.setdefault(key, []).append((group_source(g), True))
+    for i, t in enumerate(terms):
+        if not isinstance(t, AbstractDataTerm) or _uses_own_call(t):
+            continue
+        key = share_key(t.forward)
+        if key is not None:
+            buckets.setdefault(key, []).append((raw_source(t.forward, i), False))
+    for sources in buckets.values():
+        if len(sources) == 1 and sources[0][1]:
+            # An existing group with nothing new to join: kept as it is.
+            forward, members, index, conj = sources[0][0]
+            out.append(SharedForward(forward, index, conj, members))
+            continue
+        group = merge([src for src, _ in sources])
+        if group is not None:
+            out.append(group)
+    terms = list(terms)
+    for g in out:
+        for m in g.members:
+            if terms[m].forward is not None:
+                terms[m] = eqx.tree_at(
+                    lambda t: t.forward, terms[m], None, is_leaf=lambda x: x is None
+                )
+    out.sort(key=lambda g: g.members[0])
+    return terms, out
+
+
+def as_objective(term: AbstractTerm) -> Objective:
+    """`term` itself if it is an `Objective`, else a one-term `Objective`."""
+    return term if isinstance(term, Objective) else Objective((term,))
+
+
+def _concatenate(a: AbstractTerm, b: AbstractTerm) -> Objective:
+    """`a + b`: the terms of both, weights kept, shared transforms merged."""
+    sides = []
+    for x in (a, b):
+        if isinstance(x, Objective):
+            sides.append((x.is_data_term.any(), x.chi2_offset, x.share))
+        else:  # a bare term: offset off, sharing on
+            sides.append((isinstance(x, AbstractDataTerm), False, True))
+    (a_data, a_off, a_share), (b_data, b_off, b_share) = sides
+    # The offset only concerns data terms: a side without any has no say (so
+    # `Objective([...], chi2_offset=True) + 10 * TV(grid)` keeps the offset).
+    if a_data and b_data and a_off != b_off:
+        raise ValueError(
+            "cannot add objectives whose data terms disagree on `chi2_offset`; add "
+            "them first, then set it on the sum: "
+            "`Objective([a + b], chi2_offset=True)`."
+        )
+    offset = a_off if a_data else b_off if b_data else False
+    return Objective((a, b), chi2_offset=offset, share=a_share and b_share)

@@ -1,18 +1,18 @@
 """Chi² of complex bispectra."""
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Complex, Float, Scalar
+from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
 from .._grid import ImageGrid
 from .._validation import as_complex, is_concrete
-from ._base import AbstractDataTerm, as_image, ImageLike
+from ._base import AbstractDataTerm, n_rows_leaf
 from ._common import (
     abs2,
     check_forward,
+    row_labels,
     term_from_data,
     values_dtype,
     weight_from_sigma,
@@ -29,22 +29,33 @@ class BispectrumChi2(AbstractDataTerm, strict=True):
     Residuals: the real and imaginary parts of `sqrt(w_k/2N) (B̂_k − B_k)`.
     """
 
-    forward: AbstractForwardModel
+    forward: AbstractForwardModel | None
     bispectrum: Complex[Array, " n"]
     weight: Float[Array, " n"]
-    n_rows: int = eqx.field(static=True)
+    n_rows: Int[Array, ""]
+    stations: Int[Array, "n 3 2"]
+    time_index: Int[Array, " n"]
+
+    report_name = "bs"
+    row_fields = ("bispectrum", "weight", "stations", "time_index")
 
     def __init__(
         self,
         forward: AbstractForwardModel,
         bispectrum: Complex[ArrayLike, " n"],
         sigma: Float[ArrayLike, " n"],
+        *,
+        stations: Int[ArrayLike, "n 3 2"] | None = None,
+        time_index: Int[ArrayLike, " n"] | None = None,
     ):
         """**Arguments:**
 
         - `forward`: forward model at the legs' `(u, v)`, points of shape `(n, 3)`.
         - `bispectrum`: observed bispectra (Jy³), shape `(n,)`.
         - `sigma`: bispectrum noise (Jy³, > 0), shape `(n,)`.
+        - `stations`: each leg's station pair (oriented as the leg is walked), and
+          `time_index` each row's time slot (see [`eqmodels.VisChi2`][]); default
+          unknown (`-1`).
         """
         check_forward(forward, 3, "BispectrumChi2")
         n = forward.u.shape[0]
@@ -58,7 +69,10 @@ class BispectrumChi2(AbstractDataTerm, strict=True):
         self.forward = forward
         self.bispectrum = jnp.asarray(bispectrum, ctype)
         self.weight = weight_from_sigma(sigma, n, dtype)
-        self.n_rows = int(n)
+        self.n_rows = n_rows_leaf(int(n))
+        self.stations, self.time_index = row_labels(
+            stations, time_index, tuple(forward.u.shape)
+        )
 
     @classmethod
     def from_data(
@@ -76,14 +90,13 @@ class BispectrumChi2(AbstractDataTerm, strict=True):
         """
         return term_from_data(cls, data, "bispectrum", grid, forward, forward_kwargs)
 
-    def _diff(self, image: ImageLike) -> Complex[Array, " n"]:
-        vis = self.forward(as_image(image))
+    def _diff(self, vis: Complex[Array, "n 3"]) -> Complex[Array, " n"]:
         return vis[:, 0] * vis[:, 1] * vis[:, 2] - self.bispectrum
 
-    def residuals(self, image: ImageLike) -> Float[Array, " m"]:
-        d = self._diff(image)
+    def residuals_from_vis(self, vis: Complex[Array, "n 3"]) -> Float[Array, " m"]:
+        d = self._diff(vis)
         s = jnp.sqrt(self.weight / (2 * self.n_rows))
         return jnp.concatenate([s * jax.lax.real(d), s * jax.lax.imag(d)])
 
-    def __call__(self, image: ImageLike) -> Scalar:
-        return jnp.sum(self.weight * abs2(self._diff(image))) / (2 * self.n_rows)
+    def chi2_from_vis(self, vis: Complex[Array, "n 3"]) -> Scalar:
+        return jnp.sum(self.weight * abs2(self._diff(vis))) / (2 * self.n_rows)

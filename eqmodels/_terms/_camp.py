@@ -1,17 +1,17 @@
 """Chi² of closure amplitudes."""
 
-import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, Scalar
+from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
 from .._grid import ImageGrid
 from .._numerics import safe_sqrt
-from ._base import AbstractDataTerm, as_image, ImageLike
+from ._base import AbstractDataTerm
 from ._common import (
     abs2,
     live_rows,
     real_rows,
+    row_labels,
     term_from_data,
     where_live,
 )
@@ -27,25 +27,40 @@ class ClosureAmpChi2(AbstractDataTerm, strict=True):
     `r_k = sqrt(w_k/N) (Ĉ_k − C_k)`. Rows of weight 0 contribute exactly 0.
     """
 
-    forward: AbstractForwardModel
+    forward: AbstractForwardModel | None
     camp: Float[Array, " n"]
     weight: Float[Array, " n"]
-    n_rows: int = eqx.field(static=True)
+    n_rows: Int[Array, ""]
+    stations: Int[Array, "n 4 2"]
+    time_index: Int[Array, " n"]
+
+    report_name = "camp"
+    row_fields = ("camp", "weight", "stations", "time_index")
 
     def __init__(
         self,
         forward: AbstractForwardModel,
         camp: Float[ArrayLike, " n"],
         sigma: Float[ArrayLike, " n"],
+        *,
+        stations: Int[ArrayLike, "n 4 2"] | None = None,
+        time_index: Int[ArrayLike, " n"] | None = None,
     ):
         """**Arguments:**
 
         - `forward`: forward model at the legs' `(u, v)`, points of shape `(n, 4)`.
         - `camp`: observed (debiased) closure amplitudes, shape `(n,)`.
         - `sigma`: their noise (> 0), shape `(n,)`.
+        - `stations`: each leg's station pair (oriented as the leg is walked), and
+          `time_index` each row's time slot (see [`eqmodels.VisChi2`][]); default
+          unknown (`-1`).
         """
-        self.forward, self.camp, self.weight, self.n_rows = real_rows(
+        self.camp, self.weight, self.n_rows = real_rows(
             forward, 4, "ClosureAmpChi2", "camp", camp, sigma
+        )
+        self.forward = forward
+        self.stations, self.time_index = row_labels(
+            stations, time_index, tuple(forward.u.shape)
         )
 
     @classmethod
@@ -64,16 +79,16 @@ class ClosureAmpChi2(AbstractDataTerm, strict=True):
         """
         return term_from_data(cls, data, "camp", grid, forward, forward_kwargs)
 
-    def _diff(self, image: ImageLike) -> Float[Array, " n"]:
+    def _diff(self, vis: Complex[Array, "n 4"]) -> Float[Array, " n"]:
         live = live_rows(self.weight)
-        amp = safe_sqrt(abs2(self.forward(as_image(image))))
+        amp = safe_sqrt(abs2(vis))
         num = amp[:, 0] * amp[:, 1]
         den = where_live(live, amp[:, 2] * amp[:, 3])
         return num / den - self.camp
 
-    def residuals(self, image: ImageLike) -> Float[Array, " n"]:
-        return jnp.sqrt(self.weight / self.n_rows) * self._diff(image)
+    def residuals_from_vis(self, vis: Complex[Array, "n 4"]) -> Float[Array, " n"]:
+        return jnp.sqrt(self.weight / self.n_rows) * self._diff(vis)
 
-    def __call__(self, image: ImageLike) -> Scalar:
-        d = self._diff(image)
+    def chi2_from_vis(self, vis: Complex[Array, "n 4"]) -> Scalar:
+        d = self._diff(vis)
         return jnp.sum(self.weight * d * d) / self.n_rows

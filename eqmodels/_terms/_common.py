@@ -10,12 +10,13 @@ not taken gets a zero cotangent.
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Bool, Complex, Float
+from jaxtyping import Array, ArrayLike, Bool, Complex, Float, Int
 
 from .._forward._base import AbstractForwardModel
 from .._forward._select import make_forward
 from .._grid import ImageGrid
 from .._validation import as_real, check_nonempty, check_positive, is_concrete
+from ._base import n_rows_leaf
 
 
 def check_forward_type(forward, term: str) -> None:
@@ -76,15 +77,57 @@ def inverse_variance(sigma, dtype) -> Float[Array, "*s"]:
 def real_rows(
     forward, k: int | None, term: str, name: str, values, sigma, *, radians=False
 ):
-    """The checked `(forward, values, weight, n_rows)` of a term with one real value
-    per row (`values` in radians when `radians`), `weight = 1/σ²`."""
+    """The checked `(values, weight, n_rows)` of a term with one real value per row
+    (`values` in radians when `radians`), `weight = 1/σ²`, `n_rows` a 0-d leaf."""
     check_forward(forward, k, term)
     n = forward.u.shape[0]
     dtype, _ = values_dtype(forward)
     if radians:
         check_radians(name, values)
     values = check_values(name, values, n, dtype)
-    return forward, values, weight_from_sigma(sigma, n, dtype), int(n)
+    return values, weight_from_sigma(sigma, n, dtype), n_rows_leaf(int(n))
+
+
+def row_labels(
+    stations, time_index, points: tuple[int, ...]
+) -> tuple[Int[Array, "..."], Int[Array, "..."]]:
+    """The checked `(stations, time_index)` of a term whose points have shape
+    `points`: each leg's station pair, `(*points, 2)`, and each row's time slot,
+    `points[:1]` (`points` for a visibility term, one slot per point); `-1` where
+    not given (unknown)."""
+    slots_shape = points if len(points) == 1 else points[:1]
+    out = []
+    for name, x, shape in (
+        ("stations", stations, (*points, 2)),
+        ("time_index", time_index, slots_shape),
+    ):
+        if x is None:
+            out.append(jnp.full(shape, -1, jnp.int32))
+            continue
+        if is_concrete(x):
+            arr = np.asarray(x)
+            if arr.size and not np.issubdtype(arr.dtype, np.integer):
+                raise TypeError(
+                    f"`{name}` must hold integer indices, got dtype {arr.dtype}."
+                )
+            if arr.shape != shape:
+                raise ValueError(
+                    f"`{name}` has shape {arr.shape} but the term's points need "
+                    f"{shape}"
+                    + (
+                        " (a station pair per leg)."
+                        if name == "stations"
+                        else " (one time slot per row)."
+                    )
+                )
+            if arr.size and arr.min() < -1:
+                raise ValueError(
+                    f"`{name}` must be indices >= 0 (or -1 for unknown), got "
+                    f"{int(arr.min())}."
+                )
+            x = arr
+        out.append(jnp.asarray(x, jnp.int32))
+    return out[0], out[1]
 
 
 def abs2(z: Complex[Array, "*s"]) -> Float[Array, "*s"]:
@@ -125,6 +168,25 @@ def term_from_data(
     cls, data, values: str, grid: ImageGrid, forward: str, forward_kwargs: dict
 ):
     """The body of the terms' `from_data`: `cls(forward model at (data.u, data.v),
-    data.<values>, data.sigma)`."""
+    data.<values>, data.sigma)`, with the legs' station pairs and the rows' time
+    slots when `data` carries them (`legs` / `stations` and `time_index`)."""
     fwd = make_forward(forward, grid, data.u, data.v, **forward_kwargs)
-    return cls(fwd, getattr(data, values), data.sigma)
+    legs = getattr(data, "legs", None)
+    if legs is None:  # a VisData or AmpProducts: the row's own pair
+        legs = _pairs(data)
+    return cls(
+        fwd,
+        getattr(data, values),
+        data.sigma,
+        stations=legs,
+        time_index=getattr(data, "time_index", None),
+    )
+
+
+def _pairs(data):
+    if hasattr(data, "ant1") and hasattr(data, "ant2"):
+        return np.stack([np.asarray(data.ant1), np.asarray(data.ant2)], axis=-1)
+    st = getattr(data, "stations", None)
+    if st is not None and np.ndim(st) == 2 and np.shape(st)[1] == 2:
+        return np.asarray(st)
+    return None

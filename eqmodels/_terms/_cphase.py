@@ -1,17 +1,17 @@
 """Chi² of closure phases."""
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, Scalar
+from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
 from .._grid import ImageGrid
-from ._base import AbstractDataTerm, as_image, ImageLike
+from ._base import AbstractDataTerm
 from ._common import (
     abs2,
     live_rows,
     real_rows,
+    row_labels,
     term_from_data,
 )
 
@@ -29,25 +29,40 @@ class ClosurePhaseChi2(AbstractDataTerm, strict=True):
     phase is taken as 0 (numpy's `angle(0)`); rows of weight 0 contribute exactly 0.
     """
 
-    forward: AbstractForwardModel
+    forward: AbstractForwardModel | None
     cphase: Float[Array, " n"]
     weight: Float[Array, " n"]
-    n_rows: int = eqx.field(static=True)
+    n_rows: Int[Array, ""]
+    stations: Int[Array, "n 3 2"]
+    time_index: Int[Array, " n"]
+
+    report_name = "cphase"
+    row_fields = ("cphase", "weight", "stations", "time_index")
 
     def __init__(
         self,
         forward: AbstractForwardModel,
         cphase: Float[ArrayLike, " n"],
         sigma: Float[ArrayLike, " n"],
+        *,
+        stations: Int[ArrayLike, "n 3 2"] | None = None,
+        time_index: Int[ArrayLike, " n"] | None = None,
     ):
         """**Arguments:**
 
         - `forward`: forward model at the legs' `(u, v)`, points of shape `(n, 3)`.
         - `cphase`: observed closure phases in radians, shape `(n,)`.
         - `sigma`: closure-phase noise in radians (> 0), shape `(n,)`.
+        - `stations`: each leg's station pair (oriented as the leg is walked), and
+          `time_index` each row's time slot (see [`eqmodels.VisChi2`][]); default
+          unknown (`-1`).
         """
-        self.forward, self.cphase, self.weight, self.n_rows = real_rows(
+        self.cphase, self.weight, self.n_rows = real_rows(
             forward, 3, "ClosurePhaseChi2", "cphase", cphase, sigma, radians=True
+        )
+        self.forward = forward
+        self.stations, self.time_index = row_labels(
+            stations, time_index, tuple(forward.u.shape)
         )
 
     @classmethod
@@ -66,9 +81,8 @@ class ClosurePhaseChi2(AbstractDataTerm, strict=True):
         """
         return term_from_data(cls, data, "cphase", grid, forward, forward_kwargs)
 
-    def _rotated(self, image: ImageLike):
+    def _rotated(self, vis: Complex[Array, "n 3"]):
         """`(Re, Im)` of `B̂ e^{−iψ}` and `|B̂|²`, with dead or zero rows made safe."""
-        vis = self.forward(as_image(image))
         b = vis[:, 0] * vis[:, 1] * vis[:, 2]
         bsq = abs2(b)
         ok = live_rows(self.weight) & (bsq > 0)
@@ -80,12 +94,12 @@ class ClosurePhaseChi2(AbstractDataTerm, strict=True):
         im = jnp.where(ok, bi * c - br * s, -s)
         return re, im, jnp.where(ok, br * br + bi * bi, 1.0)
 
-    def residuals(self, image: ImageLike) -> Float[Array, " n"]:
-        re, im, _ = self._rotated(image)
+    def residuals_from_vis(self, vis: Complex[Array, "n 3"]) -> Float[Array, " n"]:
+        re, im, _ = self._rotated(vis)
         delta = -jnp.arctan2(im, re)  # ψ − ψ̂, wrapped
         return 2.0 * jnp.sqrt(self.weight / self.n_rows) * jnp.sin(0.5 * delta)
 
-    def __call__(self, image: ImageLike) -> Scalar:
-        re, _, bsq = self._rotated(image)
+    def chi2_from_vis(self, vis: Complex[Array, "n 3"]) -> Scalar:
+        re, _, bsq = self._rotated(vis)
         cos_delta = re / jnp.sqrt(bsq)
         return 2.0 * jnp.sum(self.weight * (1.0 - cos_delta)) / self.n_rows

@@ -1,16 +1,16 @@
 """Chi² of log closure amplitudes."""
 
-import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, Scalar
+from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
 from .._grid import ImageGrid
-from ._base import AbstractDataTerm, as_image, ImageLike
+from ._base import AbstractDataTerm
 from ._common import (
     abs2,
     live_rows,
     real_rows,
+    row_labels,
     term_from_data,
     where_live,
 )
@@ -28,25 +28,40 @@ class LogClosureAmpChi2(AbstractDataTerm, strict=True):
     (their legs are never passed to the logarithm).
     """
 
-    forward: AbstractForwardModel
+    forward: AbstractForwardModel | None
     logcamp: Float[Array, " n"]
     weight: Float[Array, " n"]
-    n_rows: int = eqx.field(static=True)
+    n_rows: Int[Array, ""]
+    stations: Int[Array, "n 4 2"]
+    time_index: Int[Array, " n"]
+
+    report_name = "logcamp"
+    row_fields = ("logcamp", "weight", "stations", "time_index")
 
     def __init__(
         self,
         forward: AbstractForwardModel,
         logcamp: Float[ArrayLike, " n"],
         sigma: Float[ArrayLike, " n"],
+        *,
+        stations: Int[ArrayLike, "n 4 2"] | None = None,
+        time_index: Int[ArrayLike, " n"] | None = None,
     ):
         """**Arguments:**
 
         - `forward`: forward model at the legs' `(u, v)`, points of shape `(n, 4)`.
         - `logcamp`: observed (debiased) log closure amplitudes, shape `(n,)`.
         - `sigma`: their noise (> 0), shape `(n,)`.
+        - `stations`: each leg's station pair (oriented as the leg is walked), and
+          `time_index` each row's time slot (see [`eqmodels.VisChi2`][]); default
+          unknown (`-1`).
         """
-        self.forward, self.logcamp, self.weight, self.n_rows = real_rows(
+        self.logcamp, self.weight, self.n_rows = real_rows(
             forward, 4, "LogClosureAmpChi2", "logcamp", logcamp, sigma
+        )
+        self.forward = forward
+        self.stations, self.time_index = row_labels(
+            stations, time_index, tuple(forward.u.shape)
         )
 
     @classmethod
@@ -65,15 +80,15 @@ class LogClosureAmpChi2(AbstractDataTerm, strict=True):
         """
         return term_from_data(cls, data, "logcamp", grid, forward, forward_kwargs)
 
-    def _diff(self, image: ImageLike) -> Float[Array, " n"]:
-        sq = where_live(live_rows(self.weight), abs2(self.forward(as_image(image))))
+    def _diff(self, vis: Complex[Array, "n 4"]) -> Float[Array, " n"]:
+        sq = where_live(live_rows(self.weight), abs2(vis))
         lsq = jnp.log(sq)  # 2 ln|V|
         model = 0.5 * ((lsq[:, 0] + lsq[:, 1]) - (lsq[:, 2] + lsq[:, 3]))
         return model - self.logcamp
 
-    def residuals(self, image: ImageLike) -> Float[Array, " n"]:
-        return jnp.sqrt(self.weight / self.n_rows) * self._diff(image)
+    def residuals_from_vis(self, vis: Complex[Array, "n 4"]) -> Float[Array, " n"]:
+        return jnp.sqrt(self.weight / self.n_rows) * self._diff(vis)
 
-    def __call__(self, image: ImageLike) -> Scalar:
-        d = self._diff(image)
+    def chi2_from_vis(self, vis: Complex[Array, "n 4"]) -> Scalar:
+        d = self._diff(vis)
         return jnp.sum(self.weight * d * d) / self.n_rows

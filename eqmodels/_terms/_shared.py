@@ -2,188 +2,194 @@
 
 The data terms of an objective often evaluate the model at the same baselines: the
 legs of closure phases and closure amplitudes are the visibilities' own (u, v),
-some walked backwards. `SharedForward` evaluates one forward model at the
-**distinct** points of a group of terms (points equal up to sign are merged, using
-`V(−u, −v) = conj V(u, v)` for a real image) and hands every term its
-visibilities by a gather. For the NUFFT this is one transform instead of one per
-term; for the dense models it is a matrix with as many rows as distinct baselines
-instead of one row per leg.
+some walked backwards. `SharedForward` holds one forward model at the **distinct**
+points of a group of terms (points equal up to sign are merged, using
+`V(−u, −v) = conj V(u, v)` for a real image) and, for every member term, the
+gather (`index`, shaped like the member's points) and conjugation (`conj`) that
+rebuild its visibilities. For the NUFFT this is one transform instead of one per
+term; for the dense models a matrix with one row per distinct baseline instead of
+one row per leg.
 
-The terms themselves are unchanged: `Objective` swaps each member's `forward` for a
-[`GivenVis`][] holding the gathered visibilities (a data term evaluates
-`self.forward(image)` once, on the image it is given).
+Any forward model that declares its per-point leaves (`point_fields`) can be shared;
+models share when they agree on everything else (class, grid, pulse, static options,
+dtype, every other leaf). Groups merge: `merge` takes raw terms' models and existing
+groups alike, so adding terms to an objective never needs the members' own models
+again.
 """
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Bool, Complex, Float, Int
+from jaxtyping import Array, Bool, Complex, Float, Int
 
-from .._forward._base import AbstractForwardModel
-from .._forward._direct import DirectFT
-from .._forward._nufft import NUFFT
-from .._forward._separable import SeparableFT
-from .._grid import ImageGrid
-from .._pulse import AbstractPulse
+from .._forward._base import AbstractForwardModel, take_rows
 from .._validation import is_concrete
 
 
-# Forward models whose array leaves are all "point-major" (leading axis = the
-# flattened points), so that a model at a subset of points is a gather of rows.
-_SHAREABLE_FORWARDS = (DirectFT, SeparableFT, NUFFT)
+def _point_names(forward: AbstractForwardModel) -> tuple[str, ...]:
+    return ("u", "v") + tuple(forward.point_fields or ())
 
 
-class GivenVis(AbstractForwardModel, strict=True):
-    """A stand-in forward model returning visibilities computed elsewhere (by a
-    [`SharedForward`][]); `__call__` ignores its argument."""
-
-    grid: ImageGrid
-    u: Float[Array, "*points"]
-    v: Float[Array, "*points"]
-    pulse: AbstractPulse
-    vis: Complex[Array, "*points"]
-
-    def __init__(self, forward: AbstractForwardModel, vis: Complex[Array, "*points"]):
-        self.grid = forward.grid
-        self.u = forward.u
-        self.v = forward.v
-        self.pulse = forward.pulse
-        self.vis = vis
-
-    def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:
-        return self.vis
-
-    def at(self, u: Float[ArrayLike, "*q"], v: Float[ArrayLike, "*q"]) -> "GivenVis":
-        raise NotImplementedError("`GivenVis` only exists inside an objective call.")
-
-
-def share_key(forward: AbstractForwardModel):
-    """What must be equal for two forward models to share a transform, or `None`
-    when `forward` cannot share (a user model, a pulse with array leaves, traced
-    points)."""
-    if type(forward) not in _SHAREABLE_FORWARDS:
+def share_key(forward: AbstractForwardModel | None):
+    """What must be equal for two forward models to share a transform (a hashable
+    key), or `None` when `forward` cannot share: no `point_fields` declared, or
+    traced leaves (the distinct points are found on the host)."""
+    if not isinstance(forward, AbstractForwardModel) or forward.point_fields is None:
         return None
-    if jax.tree_util.tree_leaves(forward.pulse):
+    names = _point_names(forward)
+    if not all(is_concrete(getattr(forward, n)) for n in names):
         return None
-    if not all(is_concrete(x) for x in jax.tree_util.tree_leaves(forward)):
-        return None
-    # The tree structure holds the type, the grid, the pulse and the static options
-    # (e.g. the NUFFT's eps); the dtype is a property of the leaves.
-    return (type(forward), jax.tree_util.tree_structure(forward), forward.dtype)
-
-
-def _point_major_leaves(forward: AbstractForwardModel, xp) -> list | None:
-    """The forward model's leaves as `xp` arrays (numpy views of host arrays, or
-    device arrays), each reshaped to `(n_points, ...)`, or `None` when a leaf is
-    not point-major."""
-    shape = tuple(forward.u.shape)
-    n = int(np.prod(shape))
-    out = []
-    for leaf in jax.tree_util.tree_leaves(forward):
-        leaf = xp.asarray(leaf)
-        if tuple(leaf.shape) == shape:
-            leaf = leaf.reshape(n)
-        if leaf.ndim == 0 or leaf.shape[0] != n:
+    # Everything but the per-point leaves must agree: the tree structure holds the
+    # class, grid, pulse and static options; other leaves (e.g. a pulse's
+    # parameters) are compared by value.
+    others = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(forward)[0]:
+        first = path[0]
+        if isinstance(first, jax.tree_util.GetAttrKey) and first.name in names:
+            continue
+        if not is_concrete(leaf):
             return None
-        out.append(leaf)
-    return out
+        arr = np.asarray(leaf)
+        others.append((arr.dtype.str, arr.shape, arr.tobytes()))
+    return (
+        type(forward),
+        jax.tree_util.tree_structure(forward),
+        forward.dtype,
+        tuple(others),
+    )
 
 
 class SharedForward(eqx.Module, strict=True):
-    """One forward model at the distinct points of several data terms, and for each
-    member term the gather (`index`) and conjugation (`conj`) that rebuild its
-    visibilities."""
+    """One forward model at the distinct points of several data terms (its points
+    are flat, `(m,)`), and for each member term the gather `index` and the
+    conjugation mask `conj` (both shaped like the member's points) that rebuild its
+    visibilities: `vis_member = where(conj, conj(V[index]), V[index])`.
+
+    `members` are the positions of the member terms in their
+    [`eqmodels.Objective`][].
+    """
 
     forward: AbstractForwardModel
-    index: tuple[Int[Array, " m"], ...]
-    conj: tuple[Bool[Array, " m"], ...]
+    index: tuple[Int[Array, "..."], ...]
+    conj: tuple[Bool[Array, "..."], ...]
     members: tuple[int, ...] = eqx.field(static=True)
-
-    def __init__(
-        self,
-        forward: AbstractForwardModel,
-        index: tuple[Int[Array, " m"], ...],
-        conj: tuple[Bool[Array, " m"], ...],
-        members: tuple[int, ...],
-    ):
-        self.forward = forward
-        self.index = index
-        self.conj = conj
-        self.members = members
-
-    @classmethod
-    def build(
-        cls, forwards: list[AbstractForwardModel], members: list[int]
-    ) -> "SharedForward | None":
-        """Share one transform among `forwards` (all with the same `share_key`);
-        `None` when nothing would be saved or the models cannot be split."""
-        u = np.concatenate([np.asarray(f.u, np.float64).reshape(-1) for f in forwards])
-        v = np.concatenate([np.asarray(f.v, np.float64).reshape(-1) for f in forwards])
-        flip = (u < 0) | ((u == 0) & (v < 0))
-        canon = np.stack([np.where(flip, -u, u), np.where(flip, -v, v)], axis=1)
-        _, first, inverse = np.unique(
-            canon, axis=0, return_index=True, return_inverse=True
-        )
-        inverse = inverse.reshape(-1)
-        if len(forwards) == 1 and first.size == u.size:
-            return None  # one term, no repeated point: nothing to share
-        # On the host when the leaves live there (op-by-op device gathers would
-        # compile one kernel per shape); on the device otherwise (no round trip).
-        on_host = all(
-            d.platform == "cpu"
-            for f in forwards
-            for x in jax.tree_util.tree_leaves(f)
-            for d in x.devices()
-        )
-        xp = np if on_host else jnp
-        leaves = [_point_major_leaves(f, xp) for f in forwards]
-        if any(ls is None for ls in leaves):
-            return None
-        sizes = [int(np.prod(f.u.shape)) for f in forwards]
-        offsets = np.concatenate([[0], np.cumsum(sizes)])
-        # The shared model's point k is the first occurrence of that baseline, in
-        # that occurrence's orientation: its rows are gathered (on the device, no
-        # recomputation, no host round trip) from the member that holds it, and a
-        # term's point is its conjugate when the two orientations differ.
-        owner = np.searchsorted(offsets, first, side="right") - 1
-        row = first - offsets[owner]
-        # Gather each member's own rows, then put them in shared-point order.
-        parts = [np.flatnonzero(owner == m) for m in range(len(forwards))]
-        gathered = []
-        for i in range(len(leaves[0])):
-            proto = leaves[0][i]
-            if xp is np:  # one copy of each row, straight into place
-                out = np.empty((first.size, *proto.shape[1:]), proto.dtype)
-                for ls, p in zip(leaves, parts):
-                    out[p] = ls[i][row[p]]
-            else:
-                out = jnp.concatenate([ls[i][row[p]] for ls, p in zip(leaves, parts)])
-                out = out[np.argsort(np.concatenate(parts))]
-            gathered.append(jnp.asarray(out))
-        treedef = jax.tree_util.tree_structure(forwards[0])
-        shared = jax.tree_util.tree_unflatten(treedef, gathered)
-        index, conj = [], []
-        for m in range(len(forwards)):
-            seg = inverse[offsets[m] : offsets[m + 1]]
-            index.append(jnp.asarray(seg, jnp.int32))
-            conj.append(
-                jnp.asarray(flip[offsets[m] : offsets[m + 1]] != flip[first[seg]])
-            )
-        return cls(shared, tuple(index), tuple(conj), tuple(members))
 
     def __call__(
         self, image: Float[Array, "ny nx"]
-    ) -> tuple[Complex[Array, " m"], ...]:
-        """The flat visibilities of each member, in `members` order."""
+    ) -> tuple[Complex[Array, "..."], ...]:
+        """The visibilities of each member (shaped like its points), in `members`
+        order, from one evaluation of the shared model."""
         vis = self.forward(image)
-        out = []
-        for idx, cj in zip(self.index, self.conj):
-            z = vis[idx]
-            out.append(jnp.where(cj, jnp.conj(z), z))
-        return tuple(out)
+        return tuple(
+            jnp.where(cj, jnp.conj(vis[idx]), vis[idx])
+            for idx, cj in zip(self.index, self.conj)
+        )
 
     @property
     def n_points(self) -> int:
         """Number of distinct points transformed."""
-        return int(np.prod(self.forward.u.shape))
+        return int(self.forward.u.shape[0])
+
+    def shifted(self, offset: int) -> "SharedForward":
+        """The same group with member positions shifted by `offset` (when its
+        objective's terms are appended after `offset` others)."""
+        return SharedForward(
+            self.forward,
+            self.index,
+            self.conj,
+            tuple(m + offset for m in self.members),
+        )
+
+
+def merge(
+    sources: list[tuple[AbstractForwardModel, tuple[int, ...], tuple, tuple]],
+) -> SharedForward | None:
+    """One shared model for several sources with the same `share_key`.
+
+    Each source is `(forward, members, index, conj)`: a raw term's own model
+    (`members` its one position, `index = arange(n).reshape(points)`, `conj` all
+    False) or an existing `SharedForward`'s fields. Returns `None` when there is a
+    single raw source with no repeated point (nothing to save).
+    """
+    us, vs = [], []
+    for fwd, *_ in sources:
+        us.append(np.asarray(fwd.u, np.float64).reshape(-1))
+        vs.append(np.asarray(fwd.v, np.float64).reshape(-1))
+    u, v = np.concatenate(us), np.concatenate(vs)
+    flip = (u < 0) | ((u == 0) & (v < 0))
+    canon = np.stack([np.where(flip, -u, u), np.where(flip, -v, v)], axis=1)
+    _, first, inverse = np.unique(
+        canon, axis=0, return_index=True, return_inverse=True
+    )
+    inverse = inverse.reshape(-1)
+    if len(sources) == 1 and first.size == u.size:
+        return None
+    sizes = [x.size for x in us]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    # Shared point k is the first occurrence of that baseline, in that occurrence's
+    # orientation: its leaves are gathered from the source that holds it (no
+    # recomputation); a member's point is its conjugate when orientations differ.
+    owner = np.searchsorted(offsets, first, side="right") - 1
+    row = first - offsets[owner]
+    parts = [np.flatnonzero(owner == s) for s in range(len(sources))]
+    proto = sources[0][0]
+    names = _point_names(proto)
+    on_host = all(
+        d.platform == "cpu"
+        for fwd, *_ in sources
+        for n in names
+        for d in getattr(fwd, n).devices()
+    )
+    gathered = []
+    for name in names:
+        flat = [getattr(fwd, name) for fwd, *_ in sources]
+        flat = [
+            x.reshape(-1) if name in ("u", "v") else x for x in flat
+        ]  # point fields are already point-major
+        if on_host:
+            host = [np.asarray(x) for x in flat]
+            out = np.empty((first.size, *host[0].shape[1:]), host[0].dtype)
+            for x, p in zip(host, parts):
+                out[p] = x[row[p]]
+            gathered.append(jnp.asarray(out))
+        else:
+            out = jnp.concatenate(
+                [take_rows(x, row[p]) for x, p in zip(flat, parts)]
+            )
+            gathered.append(out[np.argsort(np.concatenate(parts))])
+    forward = eqx.tree_at(
+        lambda m: tuple(getattr(m, n) for n in names), proto, tuple(gathered)
+    )
+    members, index, conj = [], [], []
+    for s, (_, mem, idx, cj) in enumerate(sources):
+        for m, i, c in zip(mem, idx, cj):
+            glob = offsets[s] + np.asarray(i)
+            new = inverse[glob]
+            members.append(m)
+            index.append(jnp.asarray(new, jnp.int32))
+            conj.append(jnp.asarray(np.asarray(c) ^ (flip[glob] != flip[first[new]])))
+    order = np.argsort(members, kind="stable")
+    return SharedForward(
+        forward,
+        tuple(index[k] for k in order),
+        tuple(conj[k] for k in order),
+        tuple(members[k] for k in order),
+    )
+
+
+def raw_source(forward: AbstractForwardModel, member: int):
+    """A term's own model as a `merge` source."""
+    shape = tuple(forward.u.shape)
+    n = int(np.prod(shape))
+    return (
+        forward,
+        (member,),
+        (np.arange(n).reshape(shape),),
+        (np.zeros(shape, bool),),
+    )
+
+
+def group_source(group: SharedForward):
+    """An existing group as a `merge` source."""
+    return (group.forward, group.members, group.index, group.conj)

@@ -2,19 +2,19 @@
 
 import math
 
-import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Complex, Float, Scalar
+from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
 from .._grid import ImageGrid
 from .._validation import as_complex, as_real, check_same_shape
-from ._base import AbstractDataTerm, as_image
+from ._base import AbstractDataTerm, n_rows_leaf
 from ._common import (
     abs2,
     check_forward_type,
     inverse_variance,
+    row_labels,
     term_from_data,
     values_dtype,
 )
@@ -29,22 +29,34 @@ class VisChi2(AbstractDataTerm, strict=True):
     `n_rows` keeps the true `N`.
     """
 
-    forward: AbstractForwardModel
+    forward: AbstractForwardModel | None
     vis: Complex[Array, "*points"]
     weight: Float[Array, "*points"]
-    n_rows: int = eqx.field(static=True)
+    n_rows: Int[Array, ""]
+    stations: Int[Array, "*points 2"]
+    time_index: Int[Array, "*points"]
+
+    report_name = "vis"
+    row_fields = ("vis", "weight", "stations", "time_index")
 
     def __init__(
         self,
         forward: AbstractForwardModel,
         vis: ArrayLike,
         sigma: ArrayLike,
+        *,
+        stations: Int[ArrayLike, "*points 2"] | None = None,
+        time_index: Int[ArrayLike, "*points"] | None = None,
     ):
         """**Arguments:**
 
         - `forward`: the forward model (its points are the data's (u, v)).
         - `vis`: observed complex visibilities (Jy), the shape of `forward.u`.
         - `sigma`: thermal noise per visibility (Jy, > 0), same shape.
+        - `stations`: each row's station pair `(ant1, ant2)` (indices into the data
+          set's station table), shape `(*points, 2)`; default unknown (`-1`).
+        - `time_index`: each row's time slot (index into the data set's
+          timestamps); default unknown (`-1`).
         """
         check_forward_type(forward, "VisChi2")
         dtype, ctype = values_dtype(forward)
@@ -54,7 +66,10 @@ class VisChi2(AbstractDataTerm, strict=True):
         self.forward = forward
         self.vis = jnp.asarray(vis, ctype)
         self.weight = inverse_variance(sigma, dtype)
-        self.n_rows = int(math.prod(np.shape(vis)))
+        self.n_rows = n_rows_leaf(math.prod(np.shape(vis)))
+        self.stations, self.time_index = row_labels(
+            stations, time_index, tuple(forward.u.shape)
+        )
 
     @classmethod
     def from_data(
@@ -71,11 +86,10 @@ class VisChi2(AbstractDataTerm, strict=True):
         """
         return term_from_data(cls, data, "vis", grid, forward, forward_kwargs)
 
-    def residuals(self, image) -> Float[Array, " m"]:
-        d = self.forward(as_image(image)) - self.vis
+    def residuals_from_vis(self, vis: Complex[Array, "*points"]) -> Float[Array, " m"]:
+        d = vis - self.vis
         s = jnp.sqrt(self.weight / (2 * self.n_rows))
         return jnp.concatenate([(s * d.real).reshape(-1), (s * d.imag).reshape(-1)])
 
-    def __call__(self, image) -> Scalar:
-        d = self.forward(as_image(image)) - self.vis
-        return jnp.sum(self.weight * abs2(d)) / (2 * self.n_rows)
+    def chi2_from_vis(self, vis: Complex[Array, "*points"]) -> Scalar:
+        return jnp.sum(self.weight * abs2(vis - self.vis)) / (2 * self.n_rows)
