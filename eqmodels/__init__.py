@@ -93,4 +93,5 @@ from ._terms._bispectrum import BispectrumChi2 as BispectrumChi2
 from ._terms._camp import ClosureAmpChi2 as ClosureAmpChi2
 from ._terms._cphase import ClosurePhaseChi2 as ClosurePhaseChi2
 from ._terms._logcamp import LogClosureAmpChi2 as LogClosureAmpChi2
+from ._terms._stack import pad_and_stack as pad_and_stack
 # --- end objective ---

@@ -2,13 +2,14 @@
 
 import abc
 import math
+from collections.abc import Sequence
 from typing import ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Complex, Float, Int
+from jaxtyping import Array, ArrayLike, Complex, Float
 
 from .._grid import ImageGrid
 from .._pulse import AbstractPulse, TrianglePulse
@@ -62,7 +63,7 @@ class AbstractForwardModel(eqx.Module, strict=True):
     def at(self, u: ArrayLike, v: ArrayLike) -> "AbstractForwardModel":
         """The same model (grid, pulse, options) evaluated at other points."""
 
-    def take(self, index: Int[ArrayLike, " m"]) -> "AbstractForwardModel":
+    def take(self, index: ArrayLike | Sequence[int]) -> "AbstractForwardModel":
         """The same model at the points `u[index]`, `v[index]` (a gather along the
         leading axis of the points; nothing is recomputed, and `index` may be
         traced).
@@ -84,7 +85,7 @@ class AbstractForwardModel(eqx.Module, strict=True):
             flat = idx
         else:  # the legs of row i are the flat points i*k ... i*k + k - 1
             k = math.prod(shape[1:])
-            flat = (idx[:, None] * k + _arange(k, idx)).reshape(-1)
+            flat = (idx[:, None] * k + _arange(k, idx)[None, :]).reshape(-1)
         names = ("u", "v") + tuple(self.point_fields)
         new = [
             take_rows(getattr(self, n), idx if n in ("u", "v") else flat)

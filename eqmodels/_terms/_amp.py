@@ -42,8 +42,8 @@ class AmpChi2(AbstractDataTerm, strict=True):
         amp: Float[ArrayLike, " n"],
         sigma: Float[ArrayLike, " n"],
         *,
-        stations: Int[ArrayLike, "n 2"] | None = None,
-        time_index: Int[ArrayLike, " n"] | None = None,
+        stations: ArrayLike | None = None,
+        time_index: ArrayLike | None = None,
     ):
         """**Arguments:**
 

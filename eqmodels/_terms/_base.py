@@ -201,7 +201,7 @@ class AbstractDataTerm(AbstractTerm, strict=True):
         return int(self.weight.shape[0])
 
     def take_rows(
-        self, index: Int[ArrayLike, " m"], *, n_rows: int | None = None
+        self, index: ArrayLike | Sequence[int], *, n_rows: int | None = None
     ) -> "AbstractDataTerm":
         """The term restricted to (or rearranged as) the rows `index`: every
         per-row leaf and the forward model's points gathered (nothing is

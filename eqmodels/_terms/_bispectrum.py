@@ -45,8 +45,8 @@ class BispectrumChi2(AbstractDataTerm, strict=True):
         bispectrum: Complex[ArrayLike, " n"],
         sigma: Float[ArrayLike, " n"],
         *,
-        stations: Int[ArrayLike, "n 3 2"] | None = None,
-        time_index: Int[ArrayLike, " n"] | None = None,
+        stations: ArrayLike | None = None,
+        time_index: ArrayLike | None = None,
     ):
         """**Arguments:**
 

@@ -43,8 +43,8 @@ class ClosureAmpChi2(AbstractDataTerm, strict=True):
         camp: Float[ArrayLike, " n"],
         sigma: Float[ArrayLike, " n"],
         *,
-        stations: Int[ArrayLike, "n 4 2"] | None = None,
-        time_index: Int[ArrayLike, " n"] | None = None,
+        stations: ArrayLike | None = None,
+        time_index: ArrayLike | None = None,
     ):
         """**Arguments:**
 

@@ -44,8 +44,8 @@ class LogClosureAmpChi2(AbstractDataTerm, strict=True):
         logcamp: Float[ArrayLike, " n"],
         sigma: Float[ArrayLike, " n"],
         *,
-        stations: Int[ArrayLike, "n 4 2"] | None = None,
-        time_index: Int[ArrayLike, " n"] | None = None,
+        stations: ArrayLike | None = None,
+        time_index: ArrayLike | None = None,
     ):
         """**Arguments:**
 

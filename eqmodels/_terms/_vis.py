@@ -45,8 +45,8 @@ class VisChi2(AbstractDataTerm, strict=True):
         vis: ArrayLike,
         sigma: ArrayLike,
         *,
-        stations: Int[ArrayLike, "*points 2"] | None = None,
-        time_index: Int[ArrayLike, "*points"] | None = None,
+        stations: ArrayLike | None = None,
+        time_index: ArrayLike | None = None,
     ):
         """**Arguments:**
 
