@@ -4,7 +4,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
-from .._custom_types import RealLike
+from .._custom_types import ArraySequence, RealLike
 from ._base import (
     AbstractRegularizer,
     as_dtype,
@@ -40,7 +40,7 @@ class SimpleEntropy(AbstractRegularizer, strict=True):
 
     def __init__(
         self,
-        prior: Float[ArrayLike, "ny nx"],
+        prior: Float[ArrayLike, "ny nx"] | ArraySequence,
         *,
         flux: RealLike | None = None,
         normalise: bool = False,
@@ -77,7 +77,7 @@ class GullSkillingEntropy(AbstractRegularizer, strict=True):
 
     def __init__(
         self,
-        prior: Float[ArrayLike, "ny nx"],
+        prior: Float[ArrayLike, "ny nx"] | ArraySequence,
         *,
         flux: RealLike | None = None,
         normalise: bool = False,

@@ -1,0 +1,149 @@
+"""Issue 12: bad or edge-case input never becomes a silent wrong answer.
+
+One section per class of failure found by the survey of ~280 bad inputs: each
+case either raises the documented exception with a message naming the argument
+(and the fix), or gives a finite, correct result.
+"""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import eqmodels as em
+from tests.helpers import assert_allclose
+from tests.problems import random_image, random_points
+
+
+GRID = em.ImageGrid(8, 8, em.uas_to_rad(4.0))
+P = GRID.psize
+U, V = random_points(GRID, 10)
+
+
+# ------------------------------------------------- 1. ordinary Python input
+def test_points_take_lists_tuples_and_arrays():
+    # The dtype resolution and checks shared by every forward model.
+    from eqmodels._forward._base import prepare_points
+
+    for conv in (lambda a: a.tolist(), lambda a: tuple(a.tolist()), jnp.asarray):
+        u, v, dtype = prepare_points(GRID, conv(U), conv(V), None)
+        assert dtype == np.float64
+        assert_allclose(u, U, rtol=0)
+        assert_allclose(v, V, rtol=0)
+    u, v, dtype = prepare_points(GRID, [0, 1], (2, 3), None)  # integers
+    assert dtype == np.float64 and u.dtype == np.float64
+
+
+_LISTS_SCRIPT = """
+import jax, numpy as np
+jax.config.update("jax_enable_x64", True)
+import eqmodels as em
+g = em.ImageGrid(8, 8, em.uas_to_rad(4.0))
+u, v = [0.0, 1e9, -2e9], (0.0, 3e9, 1e9)
+img = np.ones((8, 8)) / 64
+ref = em.DirectFT(g, np.array(u), np.array(v))(img)
+for m in (em.DirectFT(g, u, v), em.SeparableFT(g, u, v),
+          em.NUFFT(g, u, v, eps=1e-12), em.make_forward("direct", g, u, v)):
+    assert np.allclose(m(img), ref, rtol=1e-10, atol=0), type(m)
+print("ok")
+"""
+
+
+def test_forward_models_take_lists_outside_the_type_checker():
+    # Users run without the test-suite's jaxtyping hook (whose `ArrayLike`
+    # annotations on the forward-model classes refuse lists before the body runs).
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _LISTS_SCRIPT],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "JAX_PLATFORMS": "cpu"},
+        cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]),
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("kind", ["direct", "separable", "nufft"])
+def test_make_forward_takes_tuples(kind):
+    kw = {"eps": 1e-12} if kind == "nufft" else {}
+    model = em.make_forward(kind, GRID, tuple(U.tolist()), tuple(V.tolist()), **kw)
+    assert model.shape == (10,)
+
+
+def test_pixel_image_takes_nested_lists():
+    img = random_image(GRID)
+    a = em.PixelImage.from_image(img.tolist(), GRID)
+    b = em.PixelImage.from_image(tuple(map(tuple, img.tolist())), GRID)
+    assert_allclose(a(), img, rtol=1e-15)
+    assert_allclose(b(), img, rtol=1e-15)
+    c = em.PixelImage(GRID, np.log(img).tolist())
+    assert_allclose(c(), img, rtol=1e-15)
+    # Integer images are converted (log of an integer array would be float anyway).
+    d = em.PixelImage.from_image(np.ones(GRID.shape, np.int64), GRID)
+    assert d.params.dtype == jnp.float64
+    assert_allclose(d(), np.ones(GRID.shape), rtol=0)
+
+
+def test_ragged_lists_are_a_clear_type_error():
+    with pytest.raises(TypeError, match="`u`"):
+        em.make_forward("direct", GRID, [[0.0, 1.0], [2.0]], [[0.0, 1.0], [2.0]])
+    with pytest.raises(TypeError, match="`u`"):
+        em.make_forward("direct", GRID, ["a", "b"], [0.0, 1.0])
+
+
+# ------------------------------------------------- 2. opaque errors → clear ones
+@pytest.mark.parametrize(
+    "npix,fov,exc,match",
+    [
+        (0, 100.0, ValueError, "`npix`"),
+        ((8, 0), 100.0, ValueError, "`npix`"),
+        # (TypeErrors: under the test-suite's type checker the annotation catches
+        # these first, also naming the argument.)
+        ((8, 8, 8), 100.0, TypeError, "npix"),
+        ("64", 100.0, TypeError, "npix"),
+        (8.0, 100.0, TypeError, "npix"),
+        (8, 0.0, ValueError, "`fov_uas`"),
+        (8, float("inf"), ValueError, "`fov_uas`"),
+        (8, "128", TypeError, "fov_uas"),
+    ],
+)
+def test_from_fov_errors_name_the_argument(npix, fov, exc, match):
+    with pytest.raises(exc, match=match):
+        em.ImageGrid.from_fov(npix, fov)
+
+
+def test_integer_image_gets_a_fix_that_exists():
+    model = em.DirectFT(GRID, U, V)
+    # (`_check_image` is what `__call__` runs; called directly here because the
+    # test-suite's type checker refuses an integer image at the annotation first.)
+    with pytest.raises(TypeError, match="astype") as info:
+        model._check_image(jnp.ones(GRID.shape, jnp.int64))
+    assert "dtype=jnp.int64" not in str(info.value)
+    with pytest.raises(TypeError, match="`dtype`.*leave `dtype` out"):
+        em.PixelImage.from_image(np.ones(GRID.shape, int), GRID, dtype=np.int64)
+    with pytest.raises(TypeError, match="`dtype`"):
+        em.DirectFT(GRID, U, V, dtype="not a dtype")
+
+
+def test_pixel_image_needs_a_grid():
+    from eqmodels._validation import check_grid
+
+    with pytest.raises(TypeError, match="grid"):
+        em.PixelImage.from_image(np.ones((8, 8)), (8, 8))
+    with pytest.raises(TypeError, match="grid"):
+        em.PixelImage.from_prior(np.ones((8, 8)), (8, 8))
+    with pytest.raises(TypeError, match="`grid` must be an `ImageGrid`"):
+        check_grid((8, 8))
+
+
+# ------------------------------------------------- 3. units and plausibility
+def test_fov_in_radians_is_refused_with_the_fix():
+    with pytest.raises(ValueError, match="`fov_uas`.*radians.*rad_to_uas"):
+        em.ImageGrid.from_fov(64, em.uas_to_rad(128.0))
+    with pytest.raises(ValueError, match="`psize`.*radians twice"):
+        em.ImageGrid(64, 64, em.uas_to_rad(em.uas_to_rad(2.0)))
+    # The limits: a 1e-16 rad pixel is accepted, 3 arcminutes too.
+    em.ImageGrid(4, 4, 1e-16)
+    em.ImageGrid(4, 4, 1e-3)
