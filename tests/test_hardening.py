@@ -5,6 +5,8 @@ case either raises the documented exception with a message naming the argument
 (and the fix), or gives a finite, correct result.
 """
 
+import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -147,3 +149,92 @@ def test_fov_in_radians_is_refused_with_the_fix():
     # The limits: a 1e-16 rad pixel is accepted, 3 arcminutes too.
     em.ImageGrid(4, 4, 1e-16)
     em.ImageGrid(4, 4, 1e-3)
+
+
+# ------------------------------------------- 5. image models and regularizers
+def _finite_value_and_grad(model):
+    value = model()
+    grads = eqx.filter_grad(
+        lambda m: jnp.sum(m() * jnp.arange(m().size).reshape(m().shape))
+    )(model)
+    leaves = jax.tree_util.tree_leaves(eqx.filter(grads, eqx.is_inexact_array))
+    assert np.all(np.isfinite(value))
+    assert all(np.all(np.isfinite(g)) for g in leaves)
+    return value
+
+
+def test_gaussian_narrower_than_a_pixel_is_a_point_source():
+    # Centred on pixel (3, 5)'s centre, 1e-3 pixel wide: all flux on that pixel.
+    x0, y0 = GRID.x[5], GRID.y[3]
+    model = em.GaussianImage(GRID, 1.5, 1e-3 * P, x0=x0, y0=y0)
+    img = _finite_value_and_grad(model)
+    expected = np.zeros(GRID.shape)
+    expected[3, 5] = 1.5
+    assert_allclose(img, expected, rtol=1e-14, atol=0)
+    # On a pixel corner the flux is shared by the four nearest pixels.
+    img = em.GaussianImage(GRID, 1.0, 1e-3 * P)()
+    assert_allclose(img[3:5, 3:5], np.full((2, 2), 0.25), rtol=1e-12)
+
+
+def test_thin_ring_stays_finite():
+    model = em.RingImage(GRID, 1.0, 4 * P, 1e-3 * P, asymmetry=1.0)
+    img = _finite_value_and_grad(model)
+    assert_allclose(float(jnp.sum(img)), 1.0, rtol=1e-14)
+
+
+@pytest.mark.parametrize(
+    "build,match",
+    [
+        (lambda: em.GaussianImage(GRID, 1.0, 3 * P, x0=100 * P), "`x0`"),
+        (lambda: em.GaussianImage(GRID, 1.0, 3 * P, y0=-4.5 * P), "`y0`"),
+        (lambda: em.RingImage(GRID, 1.0, 20 * P, P), "`diameter`"),
+        (lambda: em.RingImage(GRID, 1.0, 4 * P, P, x0=3 * P), "`x0`"),
+    ],
+)
+def test_models_outside_the_field_are_refused(build, match):
+    with pytest.raises(ValueError, match=f"{match}.*field of view"):
+        build()
+
+
+def test_models_traced_outside_the_field_stay_finite():
+    # Under jit the centre is not checked: the result is finite (nearest edge).
+    model = em.GaussianImage(GRID, 1.0, 2 * P)
+    far = eqx.tree_at(lambda m: m.x0, model, jnp.asarray(1e3 * P))
+    img = eqx.filter_jit(lambda m: m())(far)
+    assert np.all(np.isfinite(img))
+    assert_allclose(float(jnp.sum(img)), 1.0, rtol=1e-14)
+
+
+@pytest.mark.parametrize("flux", [None, 1.0])
+def test_compactness_on_an_image_without_flux(flux):
+    reg = em.Compactness(GRID, flux=flux)
+    zero = jnp.zeros(GRID.shape)
+    assert float(reg(zero)) == 0.0
+    assert np.all(np.isfinite(jax.grad(reg)(zero)))
+    # Flux that sums to 0: finite, = Σ I r² about the origin.
+    mixed = jnp.zeros(GRID.shape).at[0, 0].set(1.0).at[7, 6].set(-1.0)
+    if flux is None:
+        xx, yy = GRID.coords()
+        expected = np.sum(np.asarray(mixed) * (xx**2 + yy**2))
+        assert expected != 0
+        assert_allclose(reg(mixed), expected, rtol=1e-12)
+
+
+def test_gaussian_moments_on_an_all_zero_image():
+    reg = em.GaussianMoments(GRID, 3 * P, 2 * P, 0.3)
+    zero = jnp.zeros(GRID.shape)
+    gxx, gyy, gxy = (float(g) / P**2 for g in reg.target_covariance())
+    expected = (gxx**2 + gyy**2 + 2 * gxy**2) / 36.0
+    assert_allclose(reg(zero), expected, rtol=1e-12)
+    assert np.all(np.isfinite(jax.grad(reg)(zero)))
+
+
+@pytest.mark.parametrize("cls", [em.SimpleEntropy, em.GullSkillingEntropy])
+def test_entropies_push_negative_pixels_back_up(cls):
+    prior = np.full(GRID.shape, 1.0 / GRID.npix)
+    reg = cls(prior)
+    img = jnp.asarray(prior).at[2, 3].set(-0.01)
+    base = jnp.asarray(prior).at[2, 3].set(0.0)
+    assert_allclose(reg(img), reg(base) + 0.01, rtol=1e-13)
+    g = jax.grad(reg)(img)
+    assert np.all(np.isfinite(g)) and float(g[2, 3]) == -1.0
