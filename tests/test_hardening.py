@@ -5,6 +5,8 @@ case either raises the documented exception with a message naming the argument
 (and the fix), or gives a finite, correct result.
 """
 
+import math
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -238,3 +240,145 @@ def test_entropies_push_negative_pixels_back_up(cls):
     assert_allclose(reg(img), reg(base) + 0.01, rtol=1e-13)
     g = jax.grad(reg)(img)
     assert np.all(np.isfinite(g)) and float(g[2, 3]) == -1.0
+
+
+# ------------------------------------------------------------ 6. data integrity
+fits = pytest.importorskip("astropy.io.fits")
+UVFITS = (
+    __import__("pathlib").Path(__file__).resolve().parent
+    / "data"
+    / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
+)
+N_ROWS = 2367
+# Layout of that file: a 2880-byte-block header of 8640 bytes, then 2367 groups of
+# 9 float32 random parameters (UU, VV, WW, BASELINE, DATE, DATE, INTTIM, TAU1,
+# TAU2) and 4 × 3 float32 data (stokes RR, LL, RL, LR × re, im, weight).
+_OFFSET, _RECORD = 8640, 84
+
+
+def _word(group, k):
+    """Byte offset of 32-bit word `k` of group `group` (k < 9: parameters)."""
+    return _OFFSET + _RECORD * group + 4 * k
+
+
+@pytest.fixture(scope="module")
+def local():
+    return em.load_uvfits(UVFITS)
+
+
+def _corrupt(tmp_path, edits):
+    raw = bytearray(UVFITS.read_bytes())
+    for offset, value in edits:
+        raw[offset] = value
+    out = tmp_path / "corrupt.uvfits"
+    out.write_bytes(bytes(raw))
+    return out
+
+
+def test_corrupted_uvfits_rows_are_flagged_and_counted(tmp_path, local):
+    path = _corrupt(
+        tmp_path,
+        [
+            (_word(100, 0), 0x5E),  # UU exponent: |uv| ~ 1e18 wavelengths
+            (_word(200, 9), 0x6E),  # RR real part: |V| ~ 1e28 Jy
+            (_word(300, 5), 0x4E),  # second DATE: ~1e9 days later
+            (_word(400, 11), 0x6E),  # RR and LL weights: sigma ~ 1e-14 Jy
+            (_word(400, 14), 0x6E),
+            (_word(500, 1), 0x7F),  # VV = NaN
+            (_word(500, 1) + 1, 0xC0),
+        ],
+    )
+    d = em.load_uvfits(path)
+    assert d.n_flagged == 5 and d.n_rows == N_ROWS - 5
+    xyz = np.asarray(d.station_xyz)
+    length = np.linalg.norm(xyz[np.asarray(d.ant1)] - xyz[np.asarray(d.ant2)], axis=1)
+    assert np.all(d.uvdist * 299792458.0 / d.freq <= length * (1 + 1e-6))
+    assert np.abs(np.asarray(d.vis)).max() < 10.0
+    assert float(d.time.max()) < 24.0 and d.mjd == local.mjd
+    assert float(d.sigma.min()) >= float(local.sigma.min())
+    # Unchecked, only the NaN row is dropped (and counted): the corrupt values load.
+    raw = em.load_uvfits(path, check=False)
+    assert raw.n_flagged == 1 and np.abs(np.asarray(raw.vis)).max() > 1e20
+
+
+def test_uvfits_rows_with_nan_coordinates_count_as_flagged(tmp_path):
+    edits = []
+    for g, k in ((10, 0), (20, 1), (30, 4), (40, 5)):  # UU, VV, DATE, DATE
+        edits += [(_word(g, k), 0x7F), (_word(g, k) + 1, 0xC0)]
+    d = em.load_uvfits(_corrupt(tmp_path, edits))
+    assert d.n_flagged == 4 and d.n_rows == N_ROWS - 4
+
+
+def test_uvfits_with_a_wrong_station_table_is_refused(tmp_path):
+    out = tmp_path / "shrunk.uvfits"
+    with fits.open(UVFITS) as h:
+        h["AIPS AN"].data["STABXYZ"] *= 1e-3  # an array 1000 times too small
+        h.writeto(out)
+    with pytest.raises(ValueError, match="plausibility.*AIPS AN.*check=False"):
+        em.load_uvfits(out)
+    assert em.load_uvfits(out, check=False).n_rows == N_ROWS
+
+
+def test_duplicated_rows_are_refused_where_they_would_count_twice(local):
+    twice = em.concatenate  # a data set concatenated with itself
+    with pytest.raises(ValueError, match="`datasets` has 2367 duplicated row"):
+        twice([local, local])
+    # Built directly: the averages refuse, naming the fix.
+    a = local._arrays()
+    dup = em.VisData(
+        *(np.concatenate([a[k], a[k][:3]]) for k in
+          ("u", "v", "vis", "sigma", "time", "ant1", "ant2")),
+        station_names=local.station_names, freq=local.freq, mjd=local.mjd,
+    )  # fmt: skip
+    assert dup.duplicate_rows().sum() == 3
+    for average in (dup.scan_average, lambda: dup.time_average(10.0)):
+        with pytest.raises(ValueError, match=r"`data` has 3 duplicated.*take\(~data"):
+            average()
+    clean = dup.take(~dup.duplicate_rows())
+    assert clean.n_rows == N_ROWS
+    assert_allclose(clean.scan_average().sigma, local.scan_average().sigma, rtol=0)
+    # Separate bands are not duplicates.
+    assert em.concatenate([local, local.replace(freq=229e9)]).n_rows == 2 * N_ROWS
+
+
+def test_no_closures_message_names_the_cut(local):
+    avg = local.scan_average()
+    with pytest.raises(ValueError, match="`uv_min`=.*lower `uv_min`"):
+        em.closure_phases(avg, uv_min=8e9)
+    with pytest.raises(ValueError, match="lower `snr_cut`"):
+        em.log_closure_amplitudes(avg, snr_cut=1e9)
+    # Too few stations: the message says so (no cut to blame).
+    with pytest.raises(ValueError, match="no timestamp has 3 stations"):
+        em.bispectra(avg.select_stations(["AA", "LM"]))
+
+
+def _fits_image(tmp_path, **cards):
+    path = tmp_path / "img.fits"
+    em.save_fits(np.ones((8, 6)) / 48, em.ImageGrid(8, 6, P), path, overwrite=True)
+    with fits.open(path, mode="update") as h:
+        for key, value in cards.items():
+            if value is None:
+                del h[0].header[key]
+            else:
+                h[0].header[key] = value
+    return path
+
+
+def test_load_fits_honours_the_header(tmp_path):
+    img, grid = em.load_fits(_fits_image(tmp_path))
+    assert grid.shape == (8, 6) and math.isclose(grid.psize, P, rel_tol=1e-12)
+    # Other units: CDELT in µas with CUNIT.
+    path = _fits_image(
+        tmp_path, CDELT1=-4.0, CDELT2=4.0, CUNIT1="uas", CUNIT2="uas", PSIZE=None
+    )
+    assert math.isclose(em.load_fits(path)[1].psize, P, rel_tol=1e-12)
+    with pytest.raises(ValueError, match="CRPIX1 .* shifted .* \\+1 pixels"):
+        em.load_fits(_fits_image(tmp_path, CRPIX1=4.5))
+    with pytest.raises(ValueError, match="CRPIX2"):
+        em.load_fits(_fits_image(tmp_path, CRPIX2=1.0))
+    with pytest.raises(ValueError, match="PSIZE.*CDELT1.*disagree"):
+        em.load_fits(_fits_image(tmp_path, PSIZE=2 * P))
+    with pytest.raises(ValueError, match="rotated"):
+        em.load_fits(_fits_image(tmp_path, CROTA2=30.0))
+    with pytest.raises(ValueError, match="CUNIT1"):
+        em.load_fits(_fits_image(tmp_path, CUNIT1="furlong"))
