@@ -34,7 +34,7 @@ class ImageGrid(eqx.Module, strict=True):
     nx: int = eqx.field(static=True)
     psize: float = eqx.field(static=True)
 
-    def __init__(self, ny: int, nx: int, psize: float):
+    def __init__(self, ny: int, nx: int, psize: float | int):
         """**Arguments:**
 
         - `ny`: number of pixel rows (north–south).
@@ -74,7 +74,7 @@ class ImageGrid(eqx.Module, strict=True):
         self.psize = psize
 
     @classmethod
-    def from_fov(cls, npix: int | tuple[int, int], fov_uas: float) -> "ImageGrid":
+    def from_fov(cls, npix: int | tuple[int, int], fov_uas: float | int) -> "ImageGrid":
         """A grid from a pixel count and the field of view in µas.
 
         **Arguments:**

@@ -245,7 +245,10 @@ def _read(hdul, path, check=True) -> dict:
     centre = np.array([an.header.get(k, 0.0) for k in ("ARRAYX", "ARRAYY", "ARRAYZ")])
     xyz = xyz + centre
     lookup = {int(k): i for i, k in enumerate(nosta)}
-    missing = sorted(set(np.concatenate([a1[good], a2[good]]).tolist()) - set(lookup))
+    # Autocorrelations are dropped, but one naming an unknown antenna (a corrupt
+    # BASELINE) must not vanish silently either.
+    used = valid & finite
+    missing = sorted(set(np.concatenate([a1[used], a2[used]]).tolist()) - set(lookup))
     if missing:
         raise UVFITSError(
             f"{path!r}: baselines refer to antenna number(s) {missing} that are not "
