@@ -1,6 +1,7 @@
 """Type aliases used on public signatures."""
 
-from typing import TypeAlias
+from collections.abc import Sequence
+from typing import Any, TypeAlias
 
 import numpy as np
 from jaxtyping import Array, ArrayLike, Complex, Float, Shaped
@@ -10,10 +11,15 @@ RealLike: TypeAlias = float | np.floating | Float[ArrayLike, ""]
 ImageArray: TypeAlias = Float[Array, "ny nx"]
 Points: TypeAlias = Float[ArrayLike, "*points"]
 Visibilities: TypeAlias = Complex[Array, "*points"]
+#: What constructors accept for an array argument: an array or a (nested) list /
+#: tuple of numbers. Converted with `np.asarray` and validated with errors that name
+#: the argument (the annotation only admits sequences).
+ArraySequence: TypeAlias = Sequence[Any]
 
 __all__ = [
     "Array",
     "ArrayLike",
+    "ArraySequence",
     "Complex",
     "Float",
     "ImageArray",

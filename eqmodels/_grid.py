@@ -8,6 +8,14 @@ import numpy as np
 from ._units import RAD_PER_UAS
 
 
+#: Largest accepted pixel (radians, about 3.4 arcminutes): a larger value is almost
+#: certainly an angle in other units.
+MAX_PSIZE: float = 1e-3
+#: Smallest accepted pixel (radians, about 2e-5 µas, far below any interferometer's
+#: resolution): a smaller value is almost certainly an angle converted twice.
+MIN_PSIZE: float = 1e-16
+
+
 class ImageGrid(eqx.Module, strict=True):
     """A regular `ny × nx` pixel grid with square pixels of side `psize` radians.
 
@@ -26,12 +34,17 @@ class ImageGrid(eqx.Module, strict=True):
     nx: int = eqx.field(static=True)
     psize: float = eqx.field(static=True)
 
-    def __init__(self, ny: int, nx: int, psize: float):
+    def __init__(self, ny: int, nx: int, psize: float | int):
         """**Arguments:**
 
         - `ny`: number of pixel rows (north–south).
         - `nx`: number of pixel columns (east–west).
-        - `psize`: pixel side in radians (use [`eqmodels.uas_to_rad`][] to convert).
+        - `psize`: pixel side in radians (use [`eqmodels.uas_to_rad`][] to convert);
+          values outside `[1e-16, 1e-3]` rad are refused as almost certainly in
+          other units.
+
+        **Raises:** `TypeError` for non-integer sizes or a non-numeric `psize`,
+        `ValueError` for sizes < 1 or a non-finite or implausible `psize`.
         """
         for name, n in (("ny", ny), ("nx", nx)):
             if isinstance(n, bool) or not isinstance(n, int | np.integer):
@@ -44,31 +57,68 @@ class ImageGrid(eqx.Module, strict=True):
             raise TypeError(f"`psize` must be a float in radians, got {psize!r}.")
         if not (math.isfinite(psize) and psize > 0):
             raise ValueError(f"`psize` must be finite and > 0 (radians), got {psize}.")
-        if psize > 1e-3:
+        if psize > MAX_PSIZE:
             raise ValueError(
                 f"`psize`={psize} rad looks like it is not in radians (it is over 3 "
                 "arcminutes); convert with `eqmodels.uas_to_rad` first."
+            )
+        if psize < MIN_PSIZE:
+            raise ValueError(
+                f"`psize`={psize:.3g} rad ({psize / RAD_PER_UAS:.3g} µas) is far below "
+                "any resolvable pixel: an angle was probably converted to radians "
+                "twice (e.g. a field of view in radians passed to `from_fov`, which "
+                "expects µas). Pass `psize` in radians: `eqmodels.uas_to_rad(2.0)`."
             )
         self.ny = int(ny)
         self.nx = int(nx)
         self.psize = psize
 
     @classmethod
-    def from_fov(cls, npix: int | tuple[int, int], fov_uas: float) -> "ImageGrid":
+    def from_fov(cls, npix: int | tuple[int, int], fov_uas: float | int) -> "ImageGrid":
         """A grid from a pixel count and the field of view in µas.
 
         **Arguments:**
 
         - `npix`: `n` for an `n × n` grid, or `(ny, nx)`.
         - `fov_uas`: field of view along x (columns), in microarcseconds;
-          `psize = fov / nx`.
+          `psize = fov / nx`. A field of view that gives a pixel below 1e-16 rad
+          (e.g. one given in radians) is refused.
 
         **Returns:** the `ImageGrid`.
+
+        **Raises:** `TypeError` / `ValueError` naming `npix` or `fov_uas`.
         """
-        ny, nx = (npix, npix) if isinstance(npix, int | np.integer) else npix
-        if not (isinstance(fov_uas, int | float | np.floating) and fov_uas > 0):
-            raise ValueError(f"`fov_uas` must be a positive number, got {fov_uas!r}.")
-        return cls(ny, nx, float(fov_uas) * RAD_PER_UAS / nx)
+        if isinstance(npix, int | np.integer) and not isinstance(npix, bool):
+            ny = nx = npix
+        else:
+            try:
+                ny, nx = npix
+            except (TypeError, ValueError):
+                raise TypeError(
+                    f"`npix` must be an integer n (an n × n grid) or a pair (ny, nx), "
+                    f"got {npix!r}."
+                ) from None
+        for name, n in (("npix", ny), ("npix", nx)):
+            if isinstance(n, bool) or not isinstance(n, int | np.integer):
+                raise TypeError(f"`{name}` must hold integers, got {npix!r}.")
+            if n < 1:
+                raise ValueError(f"`{name}` must be >= 1 pixel, got {npix!r}.")
+        if isinstance(fov_uas, bool) or not isinstance(
+            fov_uas, int | float | np.integer | np.floating
+        ):
+            raise TypeError(f"`fov_uas` must be a number of µas, got {fov_uas!r}.")
+        if not (math.isfinite(fov_uas) and fov_uas > 0):
+            raise ValueError(
+                f"`fov_uas` must be a finite positive number of µas, got {fov_uas!r}."
+            )
+        psize = float(fov_uas) * RAD_PER_UAS / int(nx)
+        if psize < MIN_PSIZE:
+            raise ValueError(
+                f"`fov_uas`={fov_uas!r} gives a pixel of {psize / RAD_PER_UAS:.3g} µas: "
+                "the field of view looks like it is in radians; `from_fov` expects "
+                f"µas (e.g. `fov_uas=128.0`, or `eqmodels.rad_to_uas({fov_uas!r})`)."
+            )
+        return cls(ny, nx, psize)
 
     @property
     def shape(self) -> tuple[int, int]:

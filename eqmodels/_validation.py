@@ -25,17 +25,27 @@ def resolve_float_dtype(dtype, *arrays) -> np.dtype:
     float64 without `jax_enable_x64` is an error rather than a silent downcast.
     """
     if dtype is None:
-        dtypes = [
-            np.dtype(getattr(a, "dtype", None) or np.result_type(a)) for a in arrays
-        ]
-        kinds = [d for d in dtypes if np.issubdtype(d, np.inexact)]
+        dtypes = [input_dtype(a) for a in arrays]
+        kinds = [d for d in dtypes if d is not None and np.issubdtype(d, np.inexact)]
         single = kinds and all(k in (np.float32, np.complex64) for k in kinds)
         dtype = np.float32 if single else np.float64
-    dtype = np.dtype(dtype)
-    if dtype not in (np.float32, np.float64):
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
         raise TypeError(
-            f"dtype must be float32 or float64 (jax-finufft pairs them with complex64 / "
-            f"complex128), got {dtype}."
+            f"`dtype` must be float32 or float64 (e.g. `jnp.float64`), got {dtype!r}."
+        )
+    if dtype not in (np.float32, np.float64):
+        hint = (
+            " An integer or boolean input is fine: leave `dtype` out (or pass "
+            "`jnp.float64`) and it is converted; `dtype` is the floating type the "
+            "model computes in, not the input's."
+            if not np.issubdtype(dtype, np.inexact)
+            else ""
+        )
+        raise TypeError(
+            f"`dtype` must be float32 or float64 (jax-finufft pairs them with "
+            f"complex64 / complex128), got {dtype}.{hint}"
         )
     if dtype == np.float64 and not jax.config.read("jax_enable_x64"):
         raise ValueError(
@@ -46,11 +56,26 @@ def resolve_float_dtype(dtype, *arrays) -> np.dtype:
     return dtype
 
 
+def input_dtype(x) -> np.dtype | None:
+    """The dtype of an array-like input: arrays and tracers carry one; Python
+    scalars, lists and tuples get numpy's (`None` when `x` is not numeric)."""
+    dt = getattr(x, "dtype", None)
+    if dt is not None:
+        try:
+            return np.dtype(dt)
+        except TypeError:
+            return None
+    try:
+        return np.asarray(x).dtype
+    except (TypeError, ValueError):  # ragged lists and other non-arrays
+        return None
+
+
 def as_real(name: str, x, dtype=None) -> np.ndarray | jax.Array:
     """Check that `x` is real and finite; return it as an array (of `dtype` if given)."""
     if not is_concrete(x):
         return x if dtype is None else jnp.asarray(x, dtype)
-    arr = np.asarray(x)
+    arr = as_numpy(name, x)
     if np.iscomplexobj(arr):
         raise TypeError(f"`{name}` must be real, got a complex array.")
     if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
@@ -64,12 +89,31 @@ def as_complex(name: str, x, dtype=None):
     """Check that `x` is finite (complex or real); return it as a complex array."""
     if not is_concrete(x):
         return x
-    arr = np.asarray(x)
+    arr = as_numpy(name, x)
     if not np.issubdtype(arr.dtype, np.number):
         raise TypeError(f"`{name}` must be a numeric array, got dtype {arr.dtype}.")
     return _check_finite(
         name, arr.astype(np.complex128 if dtype is None else dtype), "term"
     )
+
+
+def as_numpy(name: str, x) -> np.ndarray:
+    """`np.asarray(x)` (lists, tuples, numpy and JAX arrays), with a clear error for
+    ragged nested sequences and other non-arrays."""
+    try:
+        with np.errstate(all="ignore"):
+            arr = np.asarray(x)
+    except (TypeError, ValueError) as e:
+        raise TypeError(
+            f"`{name}` must be an array (a numpy/JAX array, list or tuple of numbers "
+            f"of one shape), got {type(x).__name__} ({e})."
+        ) from None
+    if arr.dtype == object:
+        raise TypeError(
+            f"`{name}` must be an array of numbers, got {type(x).__name__} holding "
+            "non-numbers or rows of different lengths."
+        )
+    return arr
 
 
 def _check_finite(name: str, arr: np.ndarray, built: str) -> np.ndarray:

@@ -38,6 +38,7 @@ def _average(data, group_key: np.ndarray, time_of_group):
     `time_of_group(times, keys)` gives the output time from the member times (per
     group) and the group key.
     """
+    data._check_no_duplicates("averaging")
     a = data._arrays()
     keys = np.stack([group_key, a["band"], a["ant1"], a["ant2"]], axis=1)
     uniq, inverse = np.unique(keys, axis=0, return_inverse=True)

@@ -66,6 +66,27 @@ def _empty(what, data, why):
     )
 
 
+def _why_no_closures(data, idx, n_formed, nst, uv_min, snr_cut) -> str:
+    """Why no closure of `nst` stations is left: the cut that removed them."""
+    a1 = np.asarray(data.ant1)[idx]
+    a2 = np.asarray(data.ant2)[idx]
+    if n_formed:
+        return f": {n_formed} were formed but none has a finite sigma" + (
+            f" and SNR >= `snr_cut`={snr_cut}; lower `snr_cut`" if snr_cut else ""
+        )
+    if idx.size < data.n_rows:
+        kept = len(set(a1.tolist()) | set(a2.tolist()))
+        return (
+            f": `uv_min`={uv_min} left {idx.size} of {data.n_rows} rows, on {kept} "
+            f"stations, and no timestamp has {nst} stations with all "
+            f"{3 if nst == 3 else 4} baselines among them; lower `uv_min`"
+        )
+    return (
+        f" (no timestamp has {nst} stations with all {3 if nst == 3 else 4} "
+        "baselines present)"
+    )
+
+
 def amplitudes(
     data: VisData,
     *,
@@ -157,7 +178,8 @@ def _bispectra_np(data, closures, uv_min, snr_cut, fractional_noise):
         if snr_cut is not None:
             keep &= np.abs(bis) / sig_b >= snr_cut
     if not np.any(keep):
-        _empty("closed triangles", data, " (need >= 3 stations with all 3 baselines)")
+        why = _why_no_closures(data, idx, keep.size, 3, uv_min, snr_cut)
+        _empty("closed triangles", data, why)
     return (
         u[keep],
         v[keep],
@@ -289,7 +311,8 @@ def _camp_np(data, closures, uv_min, snr_cut, fractional_noise, debias, log):
         if snr_cut is not None:
             keep &= snr >= snr_cut
     if not np.any(keep):
-        _empty("closed quadrangles", data, " (need >= 4 stations with all 4 baselines)")
+        why = _why_no_closures(data, idx, keep.size, 4, uv_min, snr_cut)
+        _empty("closed quadrangles", data, why)
     return (
         u[keep],
         v[keep],

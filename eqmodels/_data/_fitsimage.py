@@ -99,6 +99,14 @@ def load_fits(path: str | os.PathLike) -> tuple[np.ndarray, ImageGrid]:
     """Read an image written by [`eqmodels.save_fits`][] (or any FITS image with
     square pixels, `CDELT1 < 0 < CDELT2`).
 
+    The header is honoured, not assumed: the pixel size comes from `CDELT1/2`
+    (or a diagonal `CD` matrix) in the axes' `CUNIT` (degrees by default) and must
+    agree with a `PSIZE` card if present; the reference pixel `CRPIX1/2`, if
+    present, must be the image centre `n/2 + 1/2` (where an `ImageGrid` puts the
+    phase centre, as eht-imaging writes it). A shifted reference pixel, rotated
+    axes or non-square pixels raise a `ValueError` rather than load an image
+    that is silently shifted or rescaled.
+
     **Returns:** `(image, grid)`: the `(ny, nx)` array in our orientation (row 0
     north, column 0 east) and its [`eqmodels.ImageGrid`][].
     """
@@ -118,10 +126,68 @@ def load_fits(path: str | os.PathLike) -> tuple[np.ndarray, ImageGrid]:
     data = np.squeeze(data)
     if data.ndim != 2:
         raise ValueError(f"{path!r}: expected a 2-d image, got shape {data.shape}.")
-    d1, d2 = header.get("CDELT1"), header.get("CDELT2")
+    d1, d2 = _pixel_steps(header, path)
     if d1 is None or d2 is None or not math.isclose(abs(d1), abs(d2), rel_tol=1e-9):
         raise ValueError(f"{path!r}: needs square pixels (CDELT1 = -CDELT2).")
+    if d1 == 0:
+        raise ValueError(f"{path!r}: the pixel size CDELT1 is 0.")
+    psize = abs(d1)
+    stated = header.get("PSIZE")  # written by save_fits (and eht-imaging), radians
+    if stated is not None and not math.isclose(float(stated), psize, rel_tol=1e-6):
+        raise ValueError(
+            f"{path!r}: the header's PSIZE ({float(stated)!r} rad) and CDELT1 "
+            f"({psize!r} rad) disagree: fix the header."
+        )
+    ny, nx = data.shape
+    for k, n in ((1, nx), (2, ny)):
+        crpix = header.get(f"CRPIX{k}")
+        if crpix is not None and not math.isclose(
+            float(crpix), n / 2 + 0.5, rel_tol=0, abs_tol=1e-6
+        ):
+            raise ValueError(
+                f"{path!r}: the reference pixel CRPIX{k} = {float(crpix)!r} is not the "
+                f"image centre {n / 2 + 0.5!r} (= n/2 + 1/2, where an `ImageGrid` puts "
+                "the phase centre): the image is shifted from its phase centre by "
+                f"{float(crpix) - (n / 2 + 0.5):+g} pixels. Re-centre it (e.g. "
+                "`np.roll` by that many pixels and update CRPIX) before loading."
+            )
     img = data[::-1, :] if d2 > 0 else data
     img = img[:, ::-1] if d1 > 0 else img
-    grid = ImageGrid(img.shape[0], img.shape[1], math.radians(abs(d1)))
+    grid = ImageGrid(img.shape[0], img.shape[1], psize)
     return np.ascontiguousarray(img), grid
+
+
+_ANGLE_UNITS = {
+    "deg": math.pi / 180,
+    "arcmin": math.pi / 180 / 60,
+    "arcsec": math.pi / 180 / 3600,
+    "mas": math.pi / 180 / 3600e3,
+    "uas": math.pi / 180 / 3600e6,
+    "rad": 1.0,
+}
+
+
+def _pixel_steps(header, path):
+    """`(CDELT1, CDELT2)` in radians, from CDELTi (or a diagonal CDi_j matrix) in
+    the axes' CUNITi (degrees by default). Rotated axes are refused."""
+    for key in ("CROTA1", "CROTA2", "PC1_2", "PC2_1", "CD1_2", "CD2_1"):
+        if float(header.get(key, 0.0) or 0.0) != 0.0:
+            raise ValueError(
+                f"{path!r}: the image axes are rotated ({key} = {header[key]!r}); "
+                "only images with RA along axis 1 and Dec along axis 2 are supported."
+            )
+    out = []
+    for k in (1, 2):
+        step = header.get(f"CDELT{k}", header.get(f"CD{k}_{k}"))
+        if step is None:
+            out.append(None)
+            continue
+        step = float(step) * float(header.get(f"PC{k}_{k}", 1.0))
+        unit = str(header.get(f"CUNIT{k}", "deg")).strip().lower() or "deg"
+        if unit not in _ANGLE_UNITS:
+            raise ValueError(
+                f"{path!r}: unknown angle unit CUNIT{k} = {unit!r}; expected one of "
+                f"{sorted(_ANGLE_UNITS)}."
+            )
+        out.append(step * _ANGLE_UNITS[unit])
+    return tuple(out)

@@ -28,7 +28,7 @@ class UVFITSError(ValueError):
     """A file that is not a readable uvfits visibility file."""
 
 
-def load_uvfits(path: str | os.PathLike) -> VisData:
+def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
     """Read a calibrated uvfits file (random-groups visibilities) as Stokes I.
 
     What it does, following eht-imaging's `load_uvfits`:
@@ -38,8 +38,16 @@ def load_uvfits(path: str | os.PathLike) -> VisData:
       `σ_pol = 1/sqrt(Σ w)`;
     - Stokes `I = (RR + LL)/2` with `σ_I = ½ sqrt(σ_RR² + σ_LL²)` when both are
       present, the one present hand otherwise;
-    - rows where no polarisation has weight > 0 are **dropped and counted** in
-      `VisData.n_flagged`; autocorrelations are dropped;
+    - rows where no polarisation has weight > 0, or whose u, v, date or
+      integration time is not finite (or the latter negative), are **dropped and
+      counted** in `VisData.n_flagged`; autocorrelations are dropped;
+    - with `check=True` (default), rows no real observation can produce — signs
+      of corrupt bytes — are also dropped and counted in `n_flagged`: a
+      projected baseline `|(u, v)|` longer than the baseline between the two
+      stations' positions in the AN table (`|(u, v)| λ > |r1 − r2| (1 + 1e-3) +
+      10 m`, Earth rotation only shortens it), `|V| > 1e6` Jy, a sigma below
+      `1e-6` of the file's median, or a date more than 30 days from the median;
+      if every row fails, the file is refused;
     - `u, v` (stored in light-seconds) times the reference frequency (the AN
       table's `FREQ`, else the FREQ axis) give wavelengths;
     - `time` in hours since 0 h UTC of `mjd = floor(min JD - 2400000.5)`;
@@ -50,6 +58,8 @@ def load_uvfits(path: str | os.PathLike) -> VisData:
     **Arguments:**
 
     - `path`: the file.
+    - `check`: drop (and count) implausible rows, see above; `False` loads every
+      finite, weighted row as it is.
 
     **Returns:** a [`eqmodels.VisData`][].
 
@@ -69,7 +79,7 @@ def load_uvfits(path: str | os.PathLike) -> VisData:
         try:
             with fits.open(path, memmap=False) as hdul:
                 hdul.verify("silentfix")
-                parts = _read(hdul, path)
+                parts = _read(hdul, path, check)
         except UVFITSError:
             raise
         except Exception as e:  # astropy raises many types on bad files
@@ -84,7 +94,7 @@ def load_uvfits(path: str | os.PathLike) -> VisData:
     return VisData(**parts)
 
 
-def _read(hdul, path) -> dict:
+def _read(hdul, path, check=True) -> dict:
     from astropy.io.fits import GroupsHDU
 
     primary = hdul[0]
@@ -216,12 +226,16 @@ def _read(hdul, path) -> dict:
     else:
         raise UVFITSError(f"{path!r}: no BASELINE (or ANTENNA1/2) random parameter.")
 
-    good = valid & (a1 != a2) & np.isfinite(u) & np.isfinite(v) & np.isfinite(jd)
-    n_flagged = int(np.sum(~valid))
+    cross = a1 != a2
+    finite = np.isfinite(u) & np.isfinite(v) & np.isfinite(jd)
+    finite &= np.isfinite(tint) & (tint >= 0)
+    good = valid & cross & finite
+    # Rows dropped: no weight, or a NaN/inf u, v, date or integration time.
+    n_flagged = int(np.sum(~valid)) + int(np.sum(valid & cross & ~finite))
     if not np.any(good):
         raise UVFITSError(
-            f"{path!r}: every row is flagged (weight <= 0) or an autocorrelation: "
-            "no Stokes I data left."
+            f"{path!r}: every row is flagged (weight <= 0, or a non-finite u, v, "
+            "date or integration time) or an autocorrelation: no Stokes I data left."
         )
 
     # -- stations -----------------------------------------------------------------
@@ -231,7 +245,10 @@ def _read(hdul, path) -> dict:
     centre = np.array([an.header.get(k, 0.0) for k in ("ARRAYX", "ARRAYY", "ARRAYZ")])
     xyz = xyz + centre
     lookup = {int(k): i for i, k in enumerate(nosta)}
-    missing = sorted(set(np.concatenate([a1[good], a2[good]]).tolist()) - set(lookup))
+    # Autocorrelations are dropped, but one naming an unknown antenna (a corrupt
+    # BASELINE) must not vanish silently either.
+    used = valid & finite
+    missing = sorted(set(np.concatenate([a1[used], a2[used]]).tolist()) - set(lookup))
     if missing:
         raise UVFITSError(
             f"{path!r}: baselines refer to antenna number(s) {missing} that are not "
@@ -239,6 +256,25 @@ def _read(hdul, path) -> dict:
         )
     ant1 = np.array([lookup[int(a)] for a in a1[good]], np.int64)
     ant2 = np.array([lookup[int(a)] for a in a2[good]], np.int64)
+
+    if check:
+        bad = implausible_rows(
+            u[good], v[good], vis[good], sigma[good], jd[good], xyz, ant1, ant2, freq
+        )
+        if bad.all():
+            raise UVFITSError(
+                f"{path!r}: every unflagged row fails the plausibility checks "
+                "(|(u, v)| beyond its baseline's length, |V| > "
+                f"{MAX_AMPLITUDE_JY:g} Jy, sigma far below the file's median, or a "
+                f"date more than {MAX_DATE_SPREAD_DAYS:g} days from the median): the "
+                "file is corrupt or its station table (AIPS AN) does not match; "
+                "`check=False` loads it unchecked."
+            )
+        n_flagged += int(bad.sum())
+        keep = np.flatnonzero(good)[~bad]
+        good = np.zeros_like(good)
+        good[keep] = True
+        ant1, ant2 = ant1[~bad], ant2[~bad]
 
     jd = jd[good]
     mjd = int(np.floor(np.min(jd) - 2400000.5))
@@ -276,6 +312,35 @@ def _read(hdul, path) -> dict:
         mjd=mjd,
         n_flagged=n_flagged,
     )
+
+
+#: Largest plausible |V| (Jy) in a loaded file; larger values are corrupt bytes.
+MAX_AMPLITUDE_JY: float = 1e6
+#: A row's sigma below this fraction of the file's median sigma is corrupt.
+MIN_SIGMA_FRACTION: float = 1e-6
+#: A row's date further than this from the file's median date is corrupt.
+MAX_DATE_SPREAD_DAYS: float = 30.0
+#: Relative and absolute (m) tolerance of the check |(u, v)| λ <= |baseline|.
+UV_TOLERANCE: tuple[float, float] = (1e-3, 10.0)
+_C = 299792458.0
+
+
+def implausible_rows(u, v, vis, sigma, jd, xyz, ant1, ant2, freq) -> np.ndarray:
+    """The rows no real observation can produce (corrupt bytes): a projected
+    baseline longer than the baseline itself (`|(u, v)| c / ν > |r1 − r2|`, up to
+    `UV_TOLERANCE`; only where both stations' positions are known), `|V|` above
+    `MAX_AMPLITUDE_JY`, `σ` below `MIN_SIGMA_FRACTION` of the median, or a date
+    more than `MAX_DATE_SPREAD_DAYS` from the median date."""
+    bad = np.abs(vis) > MAX_AMPLITUDE_JY
+    bad |= sigma < MIN_SIGMA_FRACTION * np.median(sigma)
+    bad |= np.abs(jd - np.median(jd)) > MAX_DATE_SPREAD_DAYS
+    known = np.any(xyz != 0, axis=1)
+    both = known[ant1] & known[ant2]
+    length = np.linalg.norm(xyz[ant1] - xyz[ant2], axis=1)
+    rel, abs_m = UV_TOLERANCE
+    projected = np.hypot(u, v) * (_C / freq)
+    bad |= both & (projected > length * (1.0 + rel) + abs_m)
+    return bad
 
 
 def _bandwidth(hdul, header, ctypes, n_if, n_chan) -> float:

@@ -31,7 +31,8 @@ class VisData(eqx.Module, strict=True):
       [`eqmodels.concatenate`][] of hi + lo bands gives two. Closures never mix
       bands. `freq` is the reference frequency (the mean of `band_freqs`).
     - `station_xyz` are ECEF positions in metres (zeros when unknown).
-    - `n_flagged` counts the rows dropped at load time (weight ≤ 0).
+    - `n_flagged` counts the rows dropped at load time (weight ≤ 0, a non-finite
+      u, v or date, or implausible values: see [`eqmodels.load_uvfits`][]).
 
     Array fields are leaves (a `VisData` can be passed through `jax.jit`);
     metadata are static. Build one with [`eqmodels.load_uvfits`][],
@@ -294,6 +295,42 @@ class VisData(eqx.Module, strict=True):
         )
         return [(self.station_names[a], self.station_names[b]) for a, b in pairs]
 
+    def duplicate_rows(self) -> np.ndarray:
+        """A boolean mask of the rows that repeat an earlier row's timestamp,
+        band and baseline (e.g. a data set concatenated with itself). Averaging
+        such rows as independent measurements would shrink σ by up to √2, so
+        [`eqmodels.VisData.scan_average`][], [`eqmodels.VisData.time_average`][],
+        [`eqmodels.concatenate`][] and the closure products refuse them; drop them
+        with `data.take(~data.duplicate_rows())`."""
+        keys = np.stack(
+            [
+                np.asarray(self.time, np.float64).view(np.int64),
+                np.asarray(self.band),
+                np.asarray(self.ant1),
+                np.asarray(self.ant2),
+            ],
+            axis=1,
+        )
+        _, first = np.unique(keys, axis=0, return_index=True)
+        dup = np.ones(self.n_rows, bool)
+        dup[first] = False
+        return dup
+
+    def _check_no_duplicates(self, what: str, arg: str = "data") -> None:
+        dup = self.duplicate_rows()
+        if dup.any():
+            k = int(np.argmax(dup))
+            raise ValueError(
+                f"`{arg}` has {int(dup.sum())} duplicated row(s) (same time, band and "
+                f"baseline as an earlier row; first at row {k}, time "
+                f"{float(self.time[k])!r} h, stations "
+                f"{self.station_names[int(self.ant1[k])]}-"
+                f"{self.station_names[int(self.ant2[k])]}): {what} would treat copies "
+                "as independent measurements. Drop them with "
+                "`data.take(~data.duplicate_rows())`, or give separate bands or "
+                "sub-bands distinct `band` indices."
+            )
+
     def _arrays(self) -> dict:
         return {
             "u": np.asarray(self.u),
@@ -451,7 +488,8 @@ class VisData(eqx.Module, strict=True):
         """Coherent average of each baseline over each scan (eht-imaging's
         `avg_coherent(0, scan_avg=True)`): `V = mean(V_k)`, `σ = sqrt(Σ σ_k²) / N`,
         `(u, v)` the mean, `time` the first timestamp of that baseline in the scan,
-        `tint` the summed integration time."""
+        `tint` the summed integration time. Duplicated rows (see
+        [`eqmodels.VisData.duplicate_rows`][]) are refused with a `ValueError`."""
         from ._averaging import scan_average
 
         return scan_average(self, gap)
@@ -554,6 +592,9 @@ def concatenate(datasets) -> VisData:
     - `datasets`: a sequence of [`eqmodels.VisData`][].
 
     **Returns:** one `VisData`; `n_flagged` is the sum.
+
+    **Raises:** `ValueError` when two rows share time, band and baseline (e.g. a
+    data set concatenated with itself): see [`eqmodels.VisData.duplicate_rows`][].
     """
     datasets = list(datasets)
     if not datasets:
@@ -615,7 +656,7 @@ def concatenate(datasets) -> VisData:
     cat = {k: np.concatenate(p) for k, p in parts.items()}
     order = np.lexsort((cat["ant2"], cat["ant1"], np.concatenate(band), cat["time"]))
     cat = {k: a[order] for k, a in cat.items()}
-    return VisData(
+    out = VisData(
         cat.pop("u"),
         cat.pop("v"),
         cat.pop("vis"),
@@ -635,3 +676,7 @@ def concatenate(datasets) -> VisData:
         mjd=mjd0,
         n_flagged=sum(d.n_flagged for d in datasets),
     )
+    out._check_no_duplicates(
+        "concatenating (the same data twice, or overlapping data sets)", "datasets"
+    )
+    return out

@@ -118,10 +118,14 @@ class AbstractForwardModel(eqx.Module, strict=True):
         if jnp.iscomplexobj(image):
             raise TypeError("`image` must be real (Jy/pixel), got a complex array.")
         if image.dtype != self.dtype:
+            other = (
+                f" or build the model with `dtype=jnp.{image.dtype}`"
+                if jnp.issubdtype(image.dtype, jnp.floating)
+                else ""  # an integer/bool model dtype does not exist
+            )
             raise TypeError(
                 f"`image` is {image.dtype} but the model computes in {self.dtype}; "
-                f"cast the image (`image.astype(jnp.{self.dtype})`) or build the model "
-                f"with `dtype=jnp.{image.dtype}`."
+                f"cast the image (`image.astype(jnp.{self.dtype})`){other}."
             )
         return image
 

@@ -2,7 +2,9 @@
 
 from jaxtyping import ArrayLike, Float
 
+from .._custom_types import ArraySequence
 from .._grid import ImageGrid
+from .._validation import as_numpy, is_concrete
 from ._base import AbstractForwardModel
 from ._direct import DirectFT
 from ._nufft import NUFFT
@@ -19,8 +21,8 @@ FORWARD_KINDS: dict[str, type[AbstractForwardModel]] = {
 def make_forward(
     kind: str,
     grid: ImageGrid,
-    u: Float[ArrayLike, "*points"],
-    v: Float[ArrayLike, "*points"],
+    u: Float[ArrayLike, "*points"] | ArraySequence,
+    v: Float[ArrayLike, "*points"] | ArraySequence,
     **kwargs,
 ) -> AbstractForwardModel:
     """Build a forward model from its short name.
@@ -29,7 +31,7 @@ def make_forward(
 
     - `kind`: `"direct"` ([`eqmodels.DirectFT`][]), `"separable"`
       ([`eqmodels.SeparableFT`][]) or `"nufft"` ([`eqmodels.NUFFT`][]).
-    - `grid`, `u`, `v`: as for the forward models.
+    - `grid`, `u`, `v`: as for the forward models (arrays, lists or tuples).
     - `**kwargs`: passed on (`pulse`, `dtype`, and `eps` for the NUFFT).
 
     **Returns:** the forward model.
@@ -43,4 +45,9 @@ def make_forward(
         raise TypeError(
             f"`eps` is an option of the NUFFT only; `forward={kind!r}` is exact."
         )
+    # Lists and tuples become numpy arrays here, so the models see arrays.
+    u, v = (
+        as_numpy(name, x) if is_concrete(x) and isinstance(x, list | tuple) else x
+        for name, x in (("u", u), ("v", v))
+    )
     return cls(grid, u, v, **kwargs)

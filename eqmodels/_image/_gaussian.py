@@ -8,7 +8,7 @@ from .._grid import ImageGrid
 from .._numerics import FWHM_PER_SIGMA
 from .._validation import check_grid, resolve_float_dtype, scalar_leaf
 from ._base import AbstractImageModel
-from ._parametric import pixel_offsets
+from ._parametric import check_inside, normalised, pixel_offsets
 
 
 class GaussianImage(AbstractImageModel, strict=True):
@@ -22,6 +22,12 @@ class GaussianImage(AbstractImageModel, strict=True):
     `σ = FWHM / sqrt(8 ln 2)`. The image is point-sampled at the pixel centres and
     normalised to sum to `F` exactly (as eht-imaging rescales its prior and initial
     images to the total flux).
+
+    The normalisation is computed stably: a Gaussian far narrower than a pixel
+    puts its flux on the pixel(s) nearest `(x0, y0)` (the point-sampled limit)
+    instead of `0/0`. A centre outside the field of view is refused at
+    construction (its flux would pile up on the edge); parameters traced under
+    `jit` are not checked, and such a centre renders on the nearest edge pixels.
     """
 
     grid: ImageGrid
@@ -68,6 +74,7 @@ class GaussianImage(AbstractImageModel, strict=True):
         self.angle = scalar_leaf("angle", angle, dtype)
         self.x0 = scalar_leaf("x0", x0, dtype)
         self.y0 = scalar_leaf("y0", y0, dtype)
+        check_inside(self.grid, self.x0, self.y0)
 
     def __call__(self) -> Float[Array, "ny nx"]:
         dx, dy = pixel_offsets(self.grid, self.x0, self.y0, self.flux.dtype)
@@ -77,5 +84,4 @@ class GaussianImage(AbstractImageModel, strict=True):
         p = self.grid.psize
         s_maj = self.fwhm_major / (FWHM_PER_SIGMA * p)
         s_min = self.fwhm_minor / (FWHM_PER_SIGMA * p)
-        g = jnp.exp(-0.5 * ((a / s_maj) ** 2 + (b / s_min) ** 2))
-        return self.flux * g / jnp.sum(g)
+        return self.flux * normalised(-0.5 * ((a / s_maj) ** 2 + (b / s_min) ** 2))

@@ -1,8 +1,10 @@
 """Helpers shared by the parametric image models."""
 
+import jax
 import jax.numpy as jnp
 
 from .._grid import ImageGrid
+from .._validation import is_concrete
 
 
 def pixel_offsets(grid: ImageGrid, x0, y0, dtype):
@@ -13,3 +15,35 @@ def pixel_offsets(grid: ImageGrid, x0, y0, dtype):
     dx = jnp.asarray(xx / p, dtype) - x0 / p
     dy = jnp.asarray(yy / p, dtype) - y0 / p
     return dx, dy
+
+
+def normalised(log_g, factor=None):
+    """`F`-free normalisation `g / Σ g` of `g = exp(log_g) · factor`, computed as
+    `exp(log_g − max log_g)` so that a profile far narrower than a pixel, or
+    centred far from every pixel, does not underflow to `0 / 0 = NaN`: the flux
+    goes to the pixels nearest the profile's peak (its point-sampled limit)."""
+    shift = jax.lax.stop_gradient(jnp.max(log_g))
+    g = jnp.exp(log_g - shift)
+    if factor is not None:
+        g = g * factor
+    return g / jnp.sum(g)
+
+
+def check_inside(
+    grid: ImageGrid, x0, y0, radius=0.0, what: str = "the centre (`x0`, `y0`)"
+):
+    """Refuse (concrete) parameters that put `what` (a disc of `radius` about
+    `(x0, y0)`) outside the field of view: the model is renormalised to its flux on
+    the grid, so the flux would silently pile up on the visible part or the edge."""
+    if not all(is_concrete(a) for a in (x0, y0, radius)):
+        return
+    half_y, half_x = (0.5 * f for f in grid.fov)
+    x0, y0, radius = float(x0), float(y0), float(radius)
+    if abs(x0) + radius > half_x or abs(y0) + radius > half_y:
+        raise ValueError(
+            f"{what} reaches outside the field of view: `x0`={x0:.4g}, `y0`={y0:.4g}"
+            + (f", radius {radius:.4g}" if radius else "")
+            + f" rad, but the grid spans ±{half_x:.4g} (x) and ±{half_y:.4g} (y) rad. "
+            "Its flux would be renormalised onto the visible pixels; use a larger "
+            "field of view (`ImageGrid.from_fov`) or check the units (radians)."
+        )

@@ -5,8 +5,9 @@ from typing import Literal
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Bool, Float, Int
+from jaxtyping import Array, ArrayLike, Bool, Float, Int, Real
 
+from .._custom_types import ArraySequence
 from .._grid import ImageGrid
 from .._validation import as_real, check_grid, is_concrete, resolve_float_dtype
 from ._base import AbstractImageModel
@@ -34,10 +35,10 @@ class PixelImage(AbstractImageModel, strict=True):
     def __init__(
         self,
         grid: ImageGrid,
-        params: Float[ArrayLike, "..."],
+        params: Real[ArrayLike, "..."] | ArraySequence,
         *,
         transform: str = "log",
-        mask: Bool[ArrayLike, "ny nx"] | None = None,
+        mask: Bool[ArrayLike, "ny nx"] | ArraySequence | None = None,
         dtype=None,
     ):
         """**Arguments:**
@@ -91,11 +92,11 @@ class PixelImage(AbstractImageModel, strict=True):
     @classmethod
     def from_image(
         cls,
-        image: Float[ArrayLike, "ny nx"],
+        image: Real[ArrayLike, "ny nx"] | ArraySequence,
         grid: ImageGrid,
         *,
         transform: str = "log",
-        mask: Bool[ArrayLike, "ny nx"] | None = None,
+        mask: Bool[ArrayLike, "ny nx"] | ArraySequence | None = None,
         dtype=None,
     ) -> "PixelImage":
         """A `PixelImage` whose `__call__()` returns `image` (on the mask).
@@ -106,6 +107,7 @@ class PixelImage(AbstractImageModel, strict=True):
           transform.
         - `grid`, `transform`, `mask`, `dtype`: as for the constructor.
         """
+        check_grid(grid)
         # The dtype comes from the input as given (`as_real` computes in float64).
         dtype = resolve_float_dtype(dtype, image)
         image = as_real("image", image)
@@ -131,11 +133,11 @@ class PixelImage(AbstractImageModel, strict=True):
     @classmethod
     def from_prior(
         cls,
-        prior: Float[ArrayLike, "ny nx"],
+        prior: Real[ArrayLike, "ny nx"] | ArraySequence,
         grid: ImageGrid,
         *,
         clipfloor: float = 0.0,
-        init: Float[ArrayLike, "ny nx"] | None = None,
+        init: Real[ArrayLike, "ny nx"] | ArraySequence | None = None,
         flux: float | None = None,
         transform: Literal["log", "identity"] = "log",
         dtype=None,
@@ -156,6 +158,7 @@ class PixelImage(AbstractImageModel, strict=True):
           eht-imaging rescales its initial image to the total flux).
         - `transform`, `dtype`: as for the constructor.
         """
+        check_grid(grid)
         dtype = resolve_float_dtype(dtype, prior, *([] if init is None else [init]))
         prior = np.asarray(as_real("prior", prior))
         if prior.shape != grid.shape:

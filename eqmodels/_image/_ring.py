@@ -13,7 +13,7 @@ from .._validation import (
     scalar_leaf,
 )
 from ._base import AbstractImageModel
-from ._parametric import pixel_offsets
+from ._parametric import check_inside, normalised, pixel_offsets
 
 
 class RingImage(AbstractImageModel, strict=True):
@@ -26,7 +26,10 @@ class RingImage(AbstractImageModel, strict=True):
     with `r`, `θ` the distance and position angle (east of north) of the pixel
     centre from `(x0, y0)`, `d` the diameter, `σ_w = w / sqrt(8 ln 2)` for the
     FWHM width `w`, `A ∈ [−1, 1]` the asymmetry and `θ_A` the position angle of the
-    bright side. Normalised to sum to `F` exactly.
+    bright side. Normalised to sum to `F` exactly (computed stably: a ring far
+    thinner than a pixel does not underflow to `0/0`). A ring reaching outside the
+    field of view is refused at construction (its flux would be renormalised onto
+    the visible part); parameters traced under `jit` are not checked.
     """
 
     grid: ImageGrid
@@ -78,6 +81,13 @@ class RingImage(AbstractImageModel, strict=True):
                 f"{float(self.asymmetry)}."
             )
         self.asymmetry_angle = scalar_leaf("asymmetry_angle", asymmetry_angle, dtype)
+        check_inside(
+            self.grid,
+            self.x0,
+            self.y0,
+            0.5 * self.diameter if is_concrete(self.diameter) else 0.0,
+            "the ring (`diameter`, `x0`, `y0`)",
+        )
 
     def __call__(self) -> Float[Array, "ny nx"]:
         dx, dy = pixel_offsets(self.grid, self.x0, self.y0, self.flux.dtype)
@@ -86,9 +96,8 @@ class RingImage(AbstractImageModel, strict=True):
         ok = r2 > 0
         r = safe_sqrt(r2)
         s_w = self.width / (FWHM_PER_SIGMA * p)
-        radial = jnp.exp(-0.5 * ((r - 0.5 * self.diameter / p) / s_w) ** 2)
+        log_radial = -0.5 * ((r - 0.5 * self.diameter / p) / s_w) ** 2
         # cos(θ − θ_A) with sin θ = Δx / r, cos θ = Δy / r (0 at the centre).
         proj = dx * jnp.sin(self.asymmetry_angle) + dy * jnp.cos(self.asymmetry_angle)
         cos_t = jnp.where(ok, proj / jnp.where(ok, r, 1.0), 0.0)
-        g = radial * (1.0 + self.asymmetry * cos_t)
-        return self.flux * g / jnp.sum(g)
+        return self.flux * normalised(log_radial, 1.0 + self.asymmetry * cos_t)

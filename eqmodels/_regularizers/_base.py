@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
+from .._custom_types import ArraySequence
 from .._grid import ImageGrid
 from .._terms._base import AbstractTerm, as_image, ImageLike
 from .._validation import as_real, is_concrete, scalar_leaf
@@ -66,7 +67,9 @@ def norm_args(normalise: bool, flux, beam):
     )
 
 
-def check_prior(prior: Float[ArrayLike, "ny nx"], *, nonneg: bool = True):
+def check_prior(
+    prior: Float[ArrayLike, "ny nx"] | ArraySequence, *, nonneg: bool = True
+):
     prior = as_real("prior", prior)
     if is_concrete(prior):
         prior = np.asarray(prior)
@@ -103,7 +106,9 @@ def coords(grid: ImageGrid, like: Float[Array, "..."]):
     return jnp.asarray(xx, like.dtype), jnp.asarray(yy, like.dtype)
 
 
-def beam_from_uv(u: Float[ArrayLike, "*p"], v: Float[ArrayLike, "*p"]) -> float:
+def beam_from_uv(
+    u: Float[ArrayLike, "*p"] | ArraySequence, v: Float[ArrayLike, "*p"] | ArraySequence
+) -> float:
     """The nominal resolution `b = 1 / max |(u, v)|` (radians), eht-imaging's
     `obs.res()`, used by the regularizers' normalisations.
 

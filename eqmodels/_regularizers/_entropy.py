@@ -4,7 +4,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
-from .._custom_types import RealLike
+from .._custom_types import ArraySequence, RealLike
 from ._base import (
     AbstractRegularizer,
     as_dtype,
@@ -23,6 +23,13 @@ def _log_ratio_terms(image, prior):
     return ok, i_s, jnp.where(ok, i_s * jnp.log(i_s / p_s), 0.0)
 
 
+def _negative_part(image):
+    """`Σ max(−I, 0)`: negative pixels (reachable only with an identity
+    transform) are penalised linearly beyond the value at `I = 0`, with slope −1,
+    so the gradient pushes them back up instead of vanishing."""
+    return jnp.sum(jnp.where(image < 0, -image, 0.0))
+
+
 class SimpleEntropy(AbstractRegularizer, strict=True):
     r"""Relative ("simple") entropy penalty, eht-imaging's `'simple'` with the sign
     flipped:
@@ -31,7 +38,9 @@ class SimpleEntropy(AbstractRegularizer, strict=True):
     `normalise=True`.
 
     Pixels where `I = 0` contribute 0 (the limit `I ln I → 0`; e.g. outside a
-    [`eqmodels.PixelImage`][] mask), with a zero derivative.
+    [`eqmodels.PixelImage`][] mask), with a zero derivative. A negative pixel
+    (possible with `transform="identity"`) contributes `|I_p|`: finite, with a
+    gradient that pushes it back towards 0.
     """
 
     report_name = "simple"
@@ -42,7 +51,7 @@ class SimpleEntropy(AbstractRegularizer, strict=True):
 
     def __init__(
         self,
-        prior: Float[ArrayLike, "ny nx"],
+        prior: Float[ArrayLike, "ny nx"] | ArraySequence,
         *,
         flux: RealLike | None = None,
         normalise: bool = False,
@@ -60,7 +69,7 @@ class SimpleEntropy(AbstractRegularizer, strict=True):
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
         check_image_shape(image, self.prior.shape, "SimpleEntropy")
         _, _, t = _log_ratio_terms(image, as_dtype(self.prior, image))
-        out = jnp.sum(t)
+        out = jnp.sum(t) + _negative_part(image)
         return out / as_dtype(self.flux, image) if self.normalise else out
 
 
@@ -70,7 +79,9 @@ class GullSkillingEntropy(AbstractRegularizer, strict=True):
     `R(I) = Σ_p (P_p − I_p + I_p ln(I_p / P_p))` (>= 0, zero at `I = P`), divided by
     the target flux `F` when `normalise=True`.
 
-    Pixels where `I = 0` contribute `P_p` (the limit), with a zero derivative.
+    Pixels where `I = 0` contribute `P_p` (the limit), with a zero derivative; a
+    negative pixel contributes `P_p + |I_p|` (finite, with a gradient that pushes
+    it back towards 0).
     """
 
     report_name = "gs"
@@ -81,7 +92,7 @@ class GullSkillingEntropy(AbstractRegularizer, strict=True):
 
     def __init__(
         self,
-        prior: Float[ArrayLike, "ny nx"],
+        prior: Float[ArrayLike, "ny nx"] | ArraySequence,
         *,
         flux: RealLike | None = None,
         normalise: bool = False,
@@ -100,5 +111,5 @@ class GullSkillingEntropy(AbstractRegularizer, strict=True):
         check_image_shape(image, self.prior.shape, "GullSkillingEntropy")
         prior = as_dtype(self.prior, image)
         ok, i_s, t = _log_ratio_terms(image, prior)
-        out = jnp.sum(prior + jnp.where(ok, t - i_s, 0.0))
+        out = jnp.sum(prior + jnp.where(ok, t - i_s, 0.0)) + _negative_part(image)
         return out / as_dtype(self.flux, image) if self.normalise else out

@@ -18,6 +18,13 @@ from ._base import (
 )
 
 
+def safe_div(num, den):
+    """`num / den`, and 0 where `den == 0` (the "double where": a moment of an
+    image without flux is 0, value and gradient finite, never `0/0`)."""
+    zero = den == 0
+    return jnp.where(zero, 0.0, num / jnp.where(zero, jnp.ones_like(den), den))
+
+
 class Centroid(AbstractRegularizer, strict=True):
     r"""Centroid penalty (keeps the image centred on the phase centre):
 
@@ -73,7 +80,9 @@ class Compactness(AbstractRegularizer, strict=True):
 
     divided by `F b²` when `normalise=True`. The centroid divides by the target flux
     `F` as eht-imaging does; with `flux=None` (and `normalise=False`) it divides by
-    the image's own flux `Σ I` instead, the textbook second moment.
+    the image's own flux `Σ I` instead, the textbook second moment (an image
+    without flux, `Σ I = 0`, has centroid 0 and penalty `Σ I r²`, 0 for an
+    all-zero image, never `0/0`).
     """
 
     report_name = "compact"
@@ -108,8 +117,8 @@ class Compactness(AbstractRegularizer, strict=True):
         check_image_shape(image, self.grid.shape, "Compactness")
         xx, yy = coords(self.grid, image)
         total = jnp.sum(image) if self.flux is None else as_dtype(self.flux, image)
-        xbar = jnp.sum(image * xx) / total
-        ybar = jnp.sum(image * yy) / total
+        xbar = safe_div(jnp.sum(image * xx), total)
+        ybar = safe_div(jnp.sum(image * yy), total)
         dx = xx - xbar
         dy = yy - ybar
         out = jnp.sum(image * (dx * dx + dy * dy))
@@ -172,7 +181,8 @@ class GaussianMoments(AbstractRegularizer, strict=True):
     sqrt(8 ln 2)` along the major axis at position angle `φ` east of north, and
     the minor axis), and `θ_maj`, `θ_min` the target FWHMs: the squared Frobenius
     distance of the two covariances, made dimensionless. Independent of the total
-    flux and of the image's position.
+    flux and of the image's position. An image without flux (`Σ I = 0`) is
+    given zero moments (`M = 0`, a finite penalty) instead of `0/0`.
     """
 
     report_name = "rgauss"
@@ -225,11 +235,11 @@ class GaussianMoments(AbstractRegularizer, strict=True):
         xx, yy = coords(self.grid, image)
         xx, yy = xx / p, yy / p
         total = jnp.sum(image)
-        dx = xx - jnp.sum(image * xx) / total
-        dy = yy - jnp.sum(image * yy) / total
-        mxx = jnp.sum(image * dx * dx) / total
-        myy = jnp.sum(image * dy * dy) / total
-        mxy = jnp.sum(image * dx * dy) / total
+        dx = xx - safe_div(jnp.sum(image * xx), total)
+        dy = yy - safe_div(jnp.sum(image * yy), total)
+        mxx = safe_div(jnp.sum(image * dx * dx), total)
+        myy = safe_div(jnp.sum(image * dy * dy), total)
+        mxy = safe_div(jnp.sum(image * dx * dy), total)
         gxx, gyy, gxy = (as_dtype(g / (p * p), image) for g in self.target_covariance())
         num = (mxx - gxx) ** 2 + (myy - gyy) ** 2 + 2.0 * (mxy - gxy) ** 2
         scale = as_dtype(self.fwhm_major * self.fwhm_minor / (p * p), image)

@@ -4,7 +4,7 @@ import equinox as eqx
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
-from .._custom_types import RealLike
+from .._custom_types import ArraySequence, RealLike
 from .._numerics import safe_sqrt
 from ._base import (
     AbstractRegularizer,
@@ -56,7 +56,9 @@ class WeightedL1(AbstractRegularizer, strict=True):
     prior: Float[Array, "ny nx"]
     eps: float = eqx.field(static=True)
 
-    def __init__(self, prior: Float[ArrayLike, "ny nx"], *, eps: float = 1e-10):
+    def __init__(
+        self, prior: Float[ArrayLike, "ny nx"] | ArraySequence, *, eps: float = 1e-10
+    ):
         """**Arguments:**
 
         - `prior`: prior image `P`, shape `(ny, nx)`.

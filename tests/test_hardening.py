@@ -1,0 +1,384 @@
+"""Issue 12: bad or edge-case input never becomes a silent wrong answer.
+
+One section per class of failure found by the survey of ~280 bad inputs: each
+case either raises the documented exception with a message naming the argument
+(and the fix), or gives a finite, correct result.
+"""
+
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import eqmodels as em
+from tests.helpers import assert_allclose
+from tests.problems import random_image, random_points
+
+
+GRID = em.ImageGrid(8, 8, em.uas_to_rad(4.0))
+P = GRID.psize
+U, V = random_points(GRID, 10)
+
+
+# ------------------------------------------------- 1. ordinary Python input
+def test_points_take_lists_tuples_and_arrays():
+    # The dtype resolution and checks shared by every forward model.
+    from eqmodels._forward._base import prepare_points
+
+    for conv in (lambda a: a.tolist(), lambda a: tuple(a.tolist()), jnp.asarray):
+        u, v, dtype = prepare_points(GRID, conv(U), conv(V), None)
+        assert dtype == np.float64
+        assert_allclose(u, U, rtol=0)
+        assert_allclose(v, V, rtol=0)
+    u, v, dtype = prepare_points(GRID, [0, 1], (2, 3), None)  # integers
+    assert dtype == np.float64 and u.dtype == np.float64
+
+
+_LISTS_SCRIPT = """
+import jax, numpy as np
+jax.config.update("jax_enable_x64", True)
+import eqmodels as em
+g = em.ImageGrid(8, 8, em.uas_to_rad(4.0))
+u, v = [0.0, 1e9, -2e9], (0.0, 3e9, 1e9)
+img = np.ones((8, 8)) / 64
+ref = em.DirectFT(g, np.array(u), np.array(v))(img)
+for m in (em.DirectFT(g, u, v), em.SeparableFT(g, u, v),
+          em.NUFFT(g, u, v, eps=1e-12), em.make_forward("direct", g, u, v)):
+    assert np.allclose(m(img), ref, rtol=1e-10, atol=0), type(m)
+print("ok")
+"""
+
+
+def test_forward_models_take_lists_outside_the_type_checker():
+    # Users run without the test-suite's jaxtyping hook (whose `ArrayLike`
+    # annotations on the forward-model classes refuse lists before the body runs).
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", _LISTS_SCRIPT],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "JAX_PLATFORMS": "cpu"},
+        cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]),
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("kind", ["direct", "separable", "nufft"])
+def test_make_forward_takes_tuples(kind):
+    kw = {"eps": 1e-12} if kind == "nufft" else {}
+    model = em.make_forward(kind, GRID, tuple(U.tolist()), tuple(V.tolist()), **kw)
+    assert model.shape == (10,)
+
+
+def test_pixel_image_takes_nested_lists():
+    img = random_image(GRID)
+    a = em.PixelImage.from_image(img.tolist(), GRID)
+    b = em.PixelImage.from_image(tuple(map(tuple, img.tolist())), GRID)
+    assert_allclose(a(), img, rtol=1e-15)
+    assert_allclose(b(), img, rtol=1e-15)
+    c = em.PixelImage(GRID, np.log(img).tolist())
+    assert_allclose(c(), img, rtol=1e-15)
+    # Integer images are converted (log of an integer array would be float anyway).
+    d = em.PixelImage.from_image(np.ones(GRID.shape, np.int64), GRID)
+    assert d.params.dtype == jnp.float64
+    assert_allclose(d(), np.ones(GRID.shape), rtol=0)
+
+
+def test_ragged_lists_are_a_clear_type_error():
+    with pytest.raises(TypeError, match="`u`"):
+        em.make_forward("direct", GRID, [[0.0, 1.0], [2.0]], [[0.0, 1.0], [2.0]])
+    with pytest.raises(TypeError, match="`u`"):
+        em.make_forward("direct", GRID, ["a", "b"], [0.0, 1.0])
+
+
+# ------------------------------------------------- 2. opaque errors → clear ones
+@pytest.mark.parametrize(
+    "npix,fov,exc,match",
+    [
+        (0, 100.0, ValueError, "`npix`"),
+        ((8, 0), 100.0, ValueError, "`npix`"),
+        # (TypeErrors: under the test-suite's type checker the annotation catches
+        # these first, also naming the argument.)
+        ((8, 8, 8), 100.0, TypeError, "npix"),
+        ("64", 100.0, TypeError, "npix"),
+        (8.0, 100.0, TypeError, "npix"),
+        (8, 0.0, ValueError, "`fov_uas`"),
+        (8, float("inf"), ValueError, "`fov_uas`"),
+        (8, "128", TypeError, "fov_uas"),
+    ],
+)
+def test_from_fov_errors_name_the_argument(npix, fov, exc, match):
+    with pytest.raises(exc, match=match):
+        em.ImageGrid.from_fov(npix, fov)
+
+
+def test_integer_image_gets_a_fix_that_exists():
+    model = em.DirectFT(GRID, U, V)
+    # (`_check_image` is what `__call__` runs; called directly here because the
+    # test-suite's type checker refuses an integer image at the annotation first.)
+    with pytest.raises(TypeError, match="astype") as info:
+        model._check_image(jnp.ones(GRID.shape, jnp.int64))
+    assert "dtype=jnp.int64" not in str(info.value)
+    with pytest.raises(TypeError, match="`dtype`.*leave `dtype` out"):
+        em.PixelImage.from_image(np.ones(GRID.shape, int), GRID, dtype=np.int64)
+    with pytest.raises(TypeError, match="`dtype`"):
+        em.DirectFT(GRID, U, V, dtype="not a dtype")
+
+
+def test_pixel_image_needs_a_grid():
+    from eqmodels._validation import check_grid
+
+    with pytest.raises(TypeError, match="grid"):
+        em.PixelImage.from_image(np.ones((8, 8)), (8, 8))
+    with pytest.raises(TypeError, match="grid"):
+        em.PixelImage.from_prior(np.ones((8, 8)), (8, 8))
+    with pytest.raises(TypeError, match="`grid` must be an `ImageGrid`"):
+        check_grid((8, 8))
+
+
+# ------------------------------------------------- 3. units and plausibility
+def test_fov_in_radians_is_refused_with_the_fix():
+    with pytest.raises(ValueError, match="`fov_uas`.*radians.*rad_to_uas"):
+        em.ImageGrid.from_fov(64, em.uas_to_rad(128.0))
+    with pytest.raises(ValueError, match="`psize`.*radians twice"):
+        em.ImageGrid(64, 64, em.uas_to_rad(em.uas_to_rad(2.0)))
+    # The limits: a 1e-16 rad pixel is accepted, 3 arcminutes too.
+    em.ImageGrid(4, 4, 1e-16)
+    em.ImageGrid(4, 4, 1e-3)
+
+
+# ------------------------------------------- 5. image models and regularizers
+def _finite_value_and_grad(model):
+    value = model()
+    grads = eqx.filter_grad(
+        lambda m: jnp.sum(m() * jnp.arange(m().size).reshape(m().shape))
+    )(model)
+    leaves = jax.tree_util.tree_leaves(eqx.filter(grads, eqx.is_inexact_array))
+    assert np.all(np.isfinite(value))
+    assert all(np.all(np.isfinite(g)) for g in leaves)
+    return value
+
+
+def test_gaussian_narrower_than_a_pixel_is_a_point_source():
+    # Centred on pixel (3, 5)'s centre, 1e-3 pixel wide: all flux on that pixel.
+    x0, y0 = GRID.x[5], GRID.y[3]
+    model = em.GaussianImage(GRID, 1.5, 1e-3 * P, x0=x0, y0=y0)
+    img = _finite_value_and_grad(model)
+    expected = np.zeros(GRID.shape)
+    expected[3, 5] = 1.5
+    assert_allclose(img, expected, rtol=1e-14, atol=0)
+    # On a pixel corner the flux is shared by the four nearest pixels.
+    img = em.GaussianImage(GRID, 1.0, 1e-3 * P)()
+    assert_allclose(img[3:5, 3:5], np.full((2, 2), 0.25), rtol=1e-12)
+
+
+def test_thin_ring_stays_finite():
+    model = em.RingImage(GRID, 1.0, 4 * P, 1e-3 * P, asymmetry=1.0)
+    img = _finite_value_and_grad(model)
+    assert_allclose(float(jnp.sum(img)), 1.0, rtol=1e-14)
+
+
+@pytest.mark.parametrize(
+    "build,match",
+    [
+        (lambda: em.GaussianImage(GRID, 1.0, 3 * P, x0=100 * P), "`x0`"),
+        (lambda: em.GaussianImage(GRID, 1.0, 3 * P, y0=-4.5 * P), "`y0`"),
+        (lambda: em.RingImage(GRID, 1.0, 20 * P, P), "`diameter`"),
+        (lambda: em.RingImage(GRID, 1.0, 4 * P, P, x0=3 * P), "`x0`"),
+    ],
+)
+def test_models_outside_the_field_are_refused(build, match):
+    with pytest.raises(ValueError, match=f"{match}.*field of view"):
+        build()
+
+
+def test_models_traced_outside_the_field_stay_finite():
+    # Under jit the centre is not checked: the result is finite (nearest edge).
+    model = em.GaussianImage(GRID, 1.0, 2 * P)
+    far = eqx.tree_at(lambda m: m.x0, model, jnp.asarray(1e3 * P))
+    img = eqx.filter_jit(lambda m: m())(far)
+    assert np.all(np.isfinite(img))
+    assert_allclose(float(jnp.sum(img)), 1.0, rtol=1e-14)
+
+
+@pytest.mark.parametrize("flux", [None, 1.0])
+def test_compactness_on_an_image_without_flux(flux):
+    reg = em.Compactness(GRID, flux=flux)
+    zero = jnp.zeros(GRID.shape)
+    assert float(reg(zero)) == 0.0
+    assert np.all(np.isfinite(jax.grad(reg)(zero)))
+    # Flux that sums to 0: finite, = Σ I r² about the origin.
+    mixed = jnp.zeros(GRID.shape).at[0, 0].set(1.0).at[7, 6].set(-1.0)
+    if flux is None:
+        xx, yy = GRID.coords()
+        expected = np.sum(np.asarray(mixed) * (xx**2 + yy**2))
+        assert expected != 0
+        assert_allclose(reg(mixed), expected, rtol=1e-12)
+
+
+def test_gaussian_moments_on_an_all_zero_image():
+    reg = em.GaussianMoments(GRID, 3 * P, 2 * P, 0.3)
+    zero = jnp.zeros(GRID.shape)
+    gxx, gyy, gxy = (float(g) / P**2 for g in reg.target_covariance())
+    expected = (gxx**2 + gyy**2 + 2 * gxy**2) / 36.0
+    assert_allclose(reg(zero), expected, rtol=1e-12)
+    assert np.all(np.isfinite(jax.grad(reg)(zero)))
+
+
+@pytest.mark.parametrize("cls", [em.SimpleEntropy, em.GullSkillingEntropy])
+def test_entropies_push_negative_pixels_back_up(cls):
+    prior = np.full(GRID.shape, 1.0 / GRID.npix)
+    reg = cls(prior)
+    img = jnp.asarray(prior).at[2, 3].set(-0.01)
+    base = jnp.asarray(prior).at[2, 3].set(0.0)
+    assert_allclose(reg(img), reg(base) + 0.01, rtol=1e-13)
+    g = jax.grad(reg)(img)
+    assert np.all(np.isfinite(g)) and float(g[2, 3]) == -1.0
+
+
+# ------------------------------------------------------------ 6. data integrity
+fits = pytest.importorskip("astropy.io.fits")
+UVFITS = (
+    __import__("pathlib").Path(__file__).resolve().parent
+    / "data"
+    / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
+)
+N_ROWS = 2367
+# Layout of that file: a 2880-byte-block header of 8640 bytes, then 2367 groups of
+# 9 float32 random parameters (UU, VV, WW, BASELINE, DATE, DATE, INTTIM, TAU1,
+# TAU2) and 4 × 3 float32 data (stokes RR, LL, RL, LR × re, im, weight).
+_OFFSET, _RECORD = 8640, 84
+
+
+def _word(group, k):
+    """Byte offset of 32-bit word `k` of group `group` (k < 9: parameters)."""
+    return _OFFSET + _RECORD * group + 4 * k
+
+
+@pytest.fixture(scope="module")
+def local():
+    return em.load_uvfits(UVFITS)
+
+
+def _corrupt(tmp_path, edits):
+    raw = bytearray(UVFITS.read_bytes())
+    for offset, value in edits:
+        raw[offset] = value
+    out = tmp_path / "corrupt.uvfits"
+    out.write_bytes(bytes(raw))
+    return out
+
+
+def test_corrupted_uvfits_rows_are_flagged_and_counted(tmp_path, local):
+    path = _corrupt(
+        tmp_path,
+        [
+            (_word(100, 0), 0x5E),  # UU exponent: |uv| ~ 1e18 wavelengths
+            (_word(200, 9), 0x6E),  # RR real part: |V| ~ 1e28 Jy
+            (_word(300, 5), 0x4E),  # second DATE: ~1e9 days later
+            (_word(400, 11), 0x6E),  # RR and LL weights: sigma ~ 1e-14 Jy
+            (_word(400, 14), 0x6E),
+            (_word(500, 1), 0x7F),  # VV = NaN
+            (_word(500, 1) + 1, 0xC0),
+        ],
+    )
+    d = em.load_uvfits(path)
+    assert d.n_flagged == 5 and d.n_rows == N_ROWS - 5
+    xyz = np.asarray(d.station_xyz)
+    length = np.linalg.norm(xyz[np.asarray(d.ant1)] - xyz[np.asarray(d.ant2)], axis=1)
+    assert np.all(d.uvdist * 299792458.0 / d.freq <= length * (1 + 1e-6))
+    assert np.abs(np.asarray(d.vis)).max() < 10.0
+    assert float(d.time.max()) < 24.0 and d.mjd == local.mjd
+    assert float(d.sigma.min()) >= float(local.sigma.min())
+    # Unchecked, only the NaN row is dropped (and counted): the corrupt values load.
+    raw = em.load_uvfits(path, check=False)
+    assert raw.n_flagged == 1 and np.abs(np.asarray(raw.vis)).max() > 1e20
+
+
+def test_uvfits_rows_with_nan_coordinates_count_as_flagged(tmp_path):
+    edits = []
+    for g, k in ((10, 0), (20, 1), (30, 4), (40, 5)):  # UU, VV, DATE, DATE
+        edits += [(_word(g, k), 0x7F), (_word(g, k) + 1, 0xC0)]
+    d = em.load_uvfits(_corrupt(tmp_path, edits))
+    assert d.n_flagged == 4 and d.n_rows == N_ROWS - 4
+
+
+def test_uvfits_with_a_wrong_station_table_is_refused(tmp_path):
+    out = tmp_path / "shrunk.uvfits"
+    with fits.open(UVFITS) as h:
+        h["AIPS AN"].data["STABXYZ"] *= 1e-3  # an array 1000 times too small
+        h.writeto(out)
+    with pytest.raises(ValueError, match="plausibility.*AIPS AN.*check=False"):
+        em.load_uvfits(out)
+    assert em.load_uvfits(out, check=False).n_rows == N_ROWS
+
+
+def test_duplicated_rows_are_refused_where_they_would_count_twice(local):
+    twice = em.concatenate  # a data set concatenated with itself
+    with pytest.raises(ValueError, match="`datasets` has 2367 duplicated row"):
+        twice([local, local])
+    # Built directly: the averages refuse, naming the fix.
+    a = local._arrays()
+    dup = em.VisData(
+        *(np.concatenate([a[k], a[k][:3]]) for k in
+          ("u", "v", "vis", "sigma", "time", "ant1", "ant2")),
+        station_names=local.station_names, freq=local.freq, mjd=local.mjd,
+    )  # fmt: skip
+    assert dup.duplicate_rows().sum() == 3
+    for average in (dup.scan_average, lambda: dup.time_average(10.0)):
+        with pytest.raises(ValueError, match=r"`data` has 3 duplicated.*take\(~data"):
+            average()
+    clean = dup.take(~dup.duplicate_rows())
+    assert clean.n_rows == N_ROWS
+    assert_allclose(clean.scan_average().sigma, local.scan_average().sigma, rtol=0)
+    # Separate bands are not duplicates.
+    assert em.concatenate([local, local.replace(freq=229e9)]).n_rows == 2 * N_ROWS
+
+
+def test_no_closures_message_names_the_cut(local):
+    avg = local.scan_average()
+    with pytest.raises(ValueError, match="`uv_min`=.*lower `uv_min`"):
+        em.closure_phases(avg, uv_min=8e9)
+    with pytest.raises(ValueError, match="lower `snr_cut`"):
+        em.log_closure_amplitudes(avg, snr_cut=1e9)
+    # Too few stations: the message says so (no cut to blame).
+    with pytest.raises(ValueError, match="no timestamp has 3 stations"):
+        em.bispectra(avg.select_stations(["AA", "LM"]))
+
+
+def _fits_image(tmp_path, **cards):
+    path = tmp_path / "img.fits"
+    em.save_fits(np.ones((8, 6)) / 48, em.ImageGrid(8, 6, P), path, overwrite=True)
+    with fits.open(path, mode="update") as h:
+        for key, value in cards.items():
+            if value is None:
+                del h[0].header[key]
+            else:
+                h[0].header[key] = value
+    return path
+
+
+def test_load_fits_honours_the_header(tmp_path):
+    img, grid = em.load_fits(_fits_image(tmp_path))
+    assert grid.shape == (8, 6) and math.isclose(grid.psize, P, rel_tol=1e-12)
+    # Other units: CDELT in µas with CUNIT.
+    path = _fits_image(
+        tmp_path, CDELT1=-4.0, CDELT2=4.0, CUNIT1="uas", CUNIT2="uas", PSIZE=None
+    )
+    assert math.isclose(em.load_fits(path)[1].psize, P, rel_tol=1e-12)
+    with pytest.raises(ValueError, match="CRPIX1 .* shifted .* \\+1 pixels"):
+        em.load_fits(_fits_image(tmp_path, CRPIX1=4.5))
+    with pytest.raises(ValueError, match="CRPIX2"):
+        em.load_fits(_fits_image(tmp_path, CRPIX2=1.0))
+    with pytest.raises(ValueError, match="PSIZE.*CDELT1.*disagree"):
+        em.load_fits(_fits_image(tmp_path, PSIZE=2 * P))
+    with pytest.raises(ValueError, match="rotated"):
+        em.load_fits(_fits_image(tmp_path, CROTA2=30.0))
+    with pytest.raises(ValueError, match="CUNIT1"):
+        em.load_fits(_fits_image(tmp_path, CUNIT1="furlong"))
