@@ -87,6 +87,8 @@ from ._regularizers._moments import (
 )
 from ._regularizers._smoothness import TSV as TSV, TV as TV
 from ._regularizers._sparsity import L1 as L1, WeightedL1 as WeightedL1
+from ._sharding._chi2 import ShardedChi2 as ShardedChi2
+from ._sharding._forward import ShardedForward as ShardedForward
 from ._terms._amp import AmpChi2 as AmpChi2
 from ._terms._base import AbstractTerm as AbstractTerm, Objective as Objective
 from ._terms._bispectrum import BispectrumChi2 as BispectrumChi2

@@ -1,4 +1,4 @@
-"""Test configuration: float64, strict promotion, four virtual CPU devices."""
+"""Test configuration: float64, strict promotion, eight virtual CPU devices."""
 
 import os
 import pathlib
@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 
 
 jax.config.update("jax_enable_x64", True)
-jax.config.update("jax_num_cpu_devices", 4)
+jax.config.update("jax_num_cpu_devices", 8)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 # Strict dtype promotion is not enabled: it trips inside optax's update rules and in
 # ordinary user code (`jnp.pi * jnp.arange(n)`) that the examples and training-loop

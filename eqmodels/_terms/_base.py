@@ -26,7 +26,7 @@ from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 from .._forward._base import AbstractForwardModel, gather_index, take_rows
 from .._image._base import AbstractImageModel
 from .._validation import is_concrete
-from ._shared import group_source, merge, raw_source, share_key, SharedForward
+from ._shared import merge, raw_source, share_key, SharedForward, unwrap
 
 
 ImageLike: TypeAlias = Float[ArrayLike, "ny nx"] | AbstractImageModel
@@ -92,8 +92,9 @@ class AbstractTerm(eqx.Module, strict=True):
 
 
 def default_name(term: AbstractTerm) -> str:
-    """The report key of a term: its class's `report_name`, else its class name."""
-    return type(term).report_name or type(term).__name__
+    """The report key of a term: its `report_name` (a class attribute, or a
+    property of a wrapper), else its class name."""
+    return term.report_name or type(term).__name__
 
 
 def _scalar_weight(weight):
@@ -257,6 +258,23 @@ class AbstractDataTerm(AbstractTerm, strict=True):
         return eqx.tree_at(lambda t: t.weight, out, weight)
 
 
+    def _sharing(self) -> tuple[AbstractForwardModel | None, object]:
+        """The forward model an objective may share for this term, and how the
+        shared model is to be wrapped (`None`: plainly; `(mesh, axis_name)`: split
+        over a mesh). A class that overrides `__call__` is evaluated through it and
+        shares nothing."""
+        if type(self).__call__ is not AbstractDataTerm.__call__:
+            return None, None
+        return self.forward, None
+
+    def _without_forward(self) -> "AbstractDataTerm":
+        """The term without its own forward model (a member of a sharing
+        objective)."""
+        return eqx.tree_at(
+            lambda t: t.forward, self, None, is_leaf=lambda x: x is None
+        )
+
+
 def _n_rows_leaf(n) -> Int[Array, ""]:
     if not is_concrete(n):
         return jnp.asarray(n, jnp.int32)
@@ -268,11 +286,6 @@ def _n_rows_leaf(n) -> Int[Array, ""]:
 def n_rows_leaf(n: int) -> Int[Array, ""]:
     """`n` as the 0-d int32 leaf data terms hold."""
     return _n_rows_leaf(n)
-
-
-def _uses_own_call(term: AbstractTerm) -> bool:
-    """A data term whose class overrides `__call__` is evaluated through it."""
-    return type(term).__call__ is not AbstractDataTerm.__call__
 
 
 def _unique_names(names: Sequence[str]) -> tuple[str, ...]:
@@ -510,36 +523,35 @@ class Objective(AbstractTerm, strict=True):
 def _share(terms: list[AbstractTerm], groups: list[SharedForward]):
     """Merge every shareable data term and every existing group with the same share
     key into one group; members drop their own forward model."""
-    buckets: dict = {}  # share key -> [(source, is_group)]
+    buckets: dict = {}  # share key -> (wrapping, [(source, is_group)])
     out: list[SharedForward] = []
     for g in groups:
-        key = share_key(g.forward)
+        forward, wrapping = unwrap(g.forward)
+        key = share_key(forward)
         if key is None:
             out.append(g)
         else:
-            buckets.setdefault(key, []).append((group_source(g), True))
+            source = (forward, g.members, g.index, g.conj)
+            buckets.setdefault((key, wrapping), []).append((source, g))
     for i, t in enumerate(terms):
-        if not isinstance(t, AbstractDataTerm) or _uses_own_call(t):
+        if not isinstance(t, AbstractDataTerm):
             continue
-        key = share_key(t.forward)
+        forward, wrapping = t._sharing()
+        key = share_key(forward)
         if key is not None:
-            buckets.setdefault(key, []).append((raw_source(t.forward, i), False))
-    for sources in buckets.values():
-        if len(sources) == 1 and sources[0][1]:
-            # An existing group with nothing new to join: kept as it is.
-            forward, members, index, conj = sources[0][0]
-            out.append(SharedForward(forward, index, conj, members))
+            buckets.setdefault((key, wrapping), []).append((raw_source(forward, i), None))
+    for (_, wrapping), sources in buckets.items():
+        if len(sources) == 1 and sources[0][1] is not None:
+            out.append(sources[0][1])  # an existing group, nothing new to join
             continue
-        group = merge([src for src, _ in sources])
+        group = merge([src for src, _ in sources], wrapping)
         if group is not None:
             out.append(group)
     terms = list(terms)
     for g in out:
         for m in g.members:
-            if terms[m].forward is not None:
-                terms[m] = eqx.tree_at(
-                    lambda t: t.forward, terms[m], None, is_leaf=lambda x: x is None
-                )
+            if terms[m]._sharing()[0] is not None:
+                terms[m] = terms[m]._without_forward()
     out.sort(key=lambda g: g.members[0])
     return terms, out
 

@@ -24,11 +24,21 @@ import numpy as np
 from jaxtyping import Array, Bool, Complex, Float, Int
 
 from .._forward._base import AbstractForwardModel, take_rows
+from .._sharding._forward import ShardedForward
+from .._sharding._mesh import host_array, replicate
 from .._validation import is_concrete
 
 
 def _point_names(forward: AbstractForwardModel) -> tuple[str, ...]:
     return ("u", "v") + tuple(forward.point_fields or ())
+
+
+def unwrap(forward) -> tuple[AbstractForwardModel | None, object]:
+    """`(model, wrapping)`: a [`eqmodels.ShardedForward`][]'s inner model and its
+    `(mesh, axis_name)`, or the model itself and `None`."""
+    if isinstance(forward, ShardedForward):
+        return forward.inner, (forward.mesh, forward.axis_name)
+    return forward, None
 
 
 def share_key(forward: AbstractForwardModel | None):
@@ -50,7 +60,7 @@ def share_key(forward: AbstractForwardModel | None):
             continue
         if not is_concrete(leaf):
             return None
-        arr = np.asarray(leaf)
+        arr = host_array(leaf)
         others.append((arr.dtype.str, arr.shape, arr.tobytes()))
     return (
         type(forward),
@@ -104,6 +114,7 @@ class SharedForward(eqx.Module, strict=True):
 
 def merge(
     sources: list[tuple[AbstractForwardModel, tuple[int, ...], tuple, tuple]],
+    wrapping=None,
 ) -> SharedForward | None:
     """One shared model for several sources with the same `share_key`.
 
@@ -114,8 +125,8 @@ def merge(
     """
     us, vs = [], []
     for fwd, *_ in sources:
-        us.append(np.asarray(fwd.u, np.float64).reshape(-1))
-        vs.append(np.asarray(fwd.v, np.float64).reshape(-1))
+        us.append(host_array(fwd.u).astype(np.float64).reshape(-1))
+        vs.append(host_array(fwd.v).astype(np.float64).reshape(-1))
     u, v = np.concatenate(us), np.concatenate(vs)
     flip = (u < 0) | ((u == 0) & (v < 0))
     canon = np.stack([np.where(flip, -u, u), np.where(flip, -v, v)], axis=1)
@@ -123,7 +134,7 @@ def merge(
         canon, axis=0, return_index=True, return_inverse=True
     )
     inverse = inverse.reshape(-1)
-    if len(sources) == 1 and first.size == u.size:
+    if len(sources) == 1 and first.size == u.size and wrapping is None:
         return None
     sizes = [x.size for x in us]
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -135,7 +146,7 @@ def merge(
     parts = [np.flatnonzero(owner == s) for s in range(len(sources))]
     proto = sources[0][0]
     names = _point_names(proto)
-    on_host = all(
+    on_host = wrapping is not None or all(
         d.platform == "cpu"
         for fwd, *_ in sources
         for n in names
@@ -148,7 +159,7 @@ def merge(
             x.reshape(-1) if name in ("u", "v") else x for x in flat
         ]  # point fields are already point-major
         if on_host:
-            host = [np.asarray(x) for x in flat]
+            host = [host_array(x) for x in flat]
             out = np.empty((first.size, *host[0].shape[1:]), host[0].dtype)
             for x, p in zip(host, parts):
                 out[p] = x[row[p]]
@@ -164,18 +175,19 @@ def merge(
     members, index, conj = [], [], []
     for s, (_, mem, idx, cj) in enumerate(sources):
         for m, i, c in zip(mem, idx, cj):
-            glob = offsets[s] + np.asarray(i)
+            glob = offsets[s] + host_array(i)
             new = inverse[glob]
             members.append(m)
             index.append(jnp.asarray(new, jnp.int32))
-            conj.append(jnp.asarray(np.asarray(c) ^ (flip[glob] != flip[first[new]])))
+            conj.append(jnp.asarray(host_array(c) ^ (flip[glob] != flip[first[new]])))
     order = np.argsort(members, kind="stable")
-    return SharedForward(
-        forward,
-        tuple(index[k] for k in order),
-        tuple(conj[k] for k in order),
-        tuple(members[k] for k in order),
-    )
+    index = tuple(index[k] for k in order)
+    conj = tuple(conj[k] for k in order)
+    if wrapping is not None:
+        mesh, axis_name = wrapping
+        forward = ShardedForward(forward, mesh, axis_name)
+        index, conj = replicate((index, conj), mesh)
+    return SharedForward(forward, index, conj, tuple(members[k] for k in order))
 
 
 def raw_source(forward: AbstractForwardModel, member: int):
@@ -188,8 +200,3 @@ def raw_source(forward: AbstractForwardModel, member: int):
         (np.arange(n).reshape(shape),),
         (np.zeros(shape, bool),),
     )
-
-
-def group_source(group: SharedForward):
-    """An existing group as a `merge` source."""
-    return (group.forward, group.members, group.index, group.conj)

@@ -1,0 +1,193 @@
+"""`ShardedChi2`: any data term with its rows split over a device mesh."""
+
+from typing import Any
+
+import equinox as eqx
+import jax
+from jax.sharding import Mesh, PartitionSpec as P
+from jaxtyping import Array, Complex, Float, Int, Scalar
+
+from .._forward._base import AbstractForwardModel
+from .._terms._base import AbstractDataTerm, AbstractTerm, as_image, ImageLike
+from ._mesh import check_mesh, forward_prefixes, padded_length, place, split_specs
+
+
+def _check_rows_declared(term: AbstractDataTerm) -> None:
+    """Every array field whose leading axis has the row count must be declared in
+    `row_fields` (or be the forward model / `n_rows`)."""
+    n = term.rows
+    declared = set(term.row_fields) | {"forward", "n_rows"}
+    for name in getattr(type(term), "__dataclass_fields__", {}):
+        if name in declared:
+            continue
+        x = getattr(term, name, None)
+        if eqx.is_array(x) and x.ndim >= 1 and x.shape[0] == n:
+            raise TypeError(
+                f"{type(term).__name__}.{name} has one entry per row but is not listed "
+                f"in `{type(term).__name__}.row_fields` {tuple(term.row_fields)}: "
+                "declare every per-row leaf there so its rows can be padded and split."
+            )
+
+
+class ShardedChi2(AbstractDataTerm, strict=True):
+    r"""Any data term with its rows split over one axis of a device mesh.
+
+    The rows are padded to a multiple of the axis size with rows of weight exactly 0
+    (copies of row 0: finite values, never σ = 0), so they add exactly 0 to the
+    value and every gradient; the χ² keeps its true normalisation `n_rows`. Every
+    per-row leaf and the forward model's points are split over the devices (a
+    `DirectFT` keeps `1/n` of its matrix on each); the image is replicated (and
+    marked device-varying inside the body, so its gradient is the `psum` of the
+    devices' shares — jax-finufft's gradient is wrong otherwise); each device
+    computes its rows' share of the χ² and a `psum` adds them:
+
+    `χ² = Σ_d Σ_{k ∈ rows(d)} f(row k) / N` — the terms are sums over rows divided
+    by `N`, and a padding row's share is exactly 0, so the sharded value is the
+    unsharded one, to rounding.
+
+    It is a data term itself: usable alone, in an [`eqmodels.Objective`][], under
+    `jit`, `grad` and `jax.vmap`. Inside an objective, sharded members whose
+    transforms can be shared are served by **one** transform at their distinct
+    points, split over the same mesh ([`eqmodels.ShardedForward`][]), so sharding
+    does not undo the sharing.
+
+    Works on one host and on several (`jax.distributed`): every array leaf is placed
+    as a global array, each process materialising only its own devices' rows.
+    """
+
+    term: AbstractDataTerm
+    mesh: Mesh = eqx.field(static=True)
+    axis_name: str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        term: AbstractTerm,
+        mesh: Any = None,
+        axis_name: str = "rows",
+    ):
+        """**Arguments:**
+
+        - `term`: any data term (built-in or a user's) with its own forward model.
+        - `mesh`: a `jax.sharding.Mesh` (Auto or Explicit axes, any number of axes;
+          the others replicate). Default: one axis over every device of every
+          process.
+        - `axis_name`: the mesh axis the rows are split over.
+
+        A mesh axis with more devices than the term has rows is refused: every
+        device must hold at least one real row (use a smaller mesh, or let an
+        objective share the transform).
+        """
+        if isinstance(term, ShardedChi2):
+            raise TypeError("`term` is already a ShardedChi2: wrap the inner term once.")
+        if not isinstance(term, AbstractDataTerm):
+            raise TypeError(
+                "`term` must be a data term (an `AbstractDataTerm`), got "
+                f"{type(term).__name__}."
+            )
+        if not isinstance(term.forward, AbstractForwardModel):
+            raise ValueError(
+                "`term` has no forward model of its own (a member of an objective "
+                "that shares its transform?): wrap the term you built, then build "
+                "the objective from the wrapped terms."
+            )
+        if term.forward.point_fields is None:
+            raise TypeError(
+                f"`term`'s forward model ({type(term.forward).__name__}) does not "
+                "declare `point_fields`, so its points cannot be split over devices."
+            )
+        _check_rows_declared(term)
+        mesh, axis_name, size = check_mesh(mesh, axis_name)
+        n = term.rows
+        if n < size:
+            raise ValueError(
+                f"the mesh axis {axis_name!r} has {size} devices but the term has only "
+                f"{n} rows: every device needs at least one real row. Use a smaller "
+                "mesh (e.g. `jax.make_mesh((k,), ('rows',))` with k <= "
+                f"{n}), or shard a bigger term."
+            )
+        padded = term.pad_rows(padded_length(n, size))
+        self.term = place(padded, _row_specs(padded, axis_name), mesh)
+        self.mesh = mesh
+        self.axis_name = axis_name
+
+    # The data-term fields, delegated to the wrapped term (padding rows included).
+    @property
+    def forward(self) -> AbstractForwardModel | None:
+        return self.term.forward
+
+    @property
+    def weight(self) -> Float[Array, " n"]:
+        return self.term.weight
+
+    @property
+    def n_rows(self) -> Int[Array, ""]:
+        return self.term.n_rows
+
+    @property
+    def report_name(self) -> str:
+        """The wrapped term's report name."""
+        return self.term.report_name or type(self.term).__name__
+
+    def chi2_from_vis(self, vis: Complex[Array, "*points"]) -> Scalar:
+        """The wrapped term's χ² from visibilities at its (padded) points."""
+        return self.term.chi2_from_vis(vis)
+
+    def residuals_from_vis(self, vis: Complex[Array, "*points"]) -> Float[Array, " m"]:
+        return self.term.residuals_from_vis(vis)
+
+    def _sharded(self, fn, image, out_spec):
+        axis = self.axis_name
+
+        def local(term, img):
+            img = jax.lax.pcast(img, (axis,), to="varying")
+            return fn(term, img)
+
+        return jax.shard_map(
+            local,
+            mesh=self.mesh,
+            in_specs=(_row_specs(self.term, axis), P()),
+            out_specs=out_spec,
+        )(self.term, as_image(image))
+
+    def __call__(self, image: ImageLike) -> Scalar:
+        """**Arguments:** `image`, an `(ny, nx)` array or an image model.
+
+        **Returns:** the χ², each device's rows evaluated on that device.
+        """
+        axis = self.axis_name
+        return self._sharded(lambda t, x: jax.lax.psum(t(x), axis), image, P())
+
+    def residuals(self, image: ImageLike) -> Float[Array, " m"]:
+        """The residuals of every (padded) row, computed where the rows live and
+        concatenated device by device (padding rows give exact zeros); `Σ r²` is the
+        χ².
+
+        **Arguments:** `image`, an `(ny, nx)` array or an image model.
+        """
+        return self._sharded(lambda t, x: t.residuals(x), image, P(self.axis_name))
+
+    def take_rows(self, index, *, n_rows=None):
+        raise NotImplementedError(
+            "take rows of the wrapped term (`sharded.term`) and wrap the result again."
+        )
+
+    def pad_rows(self, length):
+        raise NotImplementedError(
+            "a ShardedChi2 pads its rows itself; pad the wrapped term instead."
+        )
+
+    def _sharing(self):
+        return self.term.forward, (self.mesh, self.axis_name)
+
+    def _without_forward(self) -> "ShardedChi2":
+        return eqx.tree_at(
+            lambda s: s.term.forward, self, None, is_leaf=lambda x: x is None
+        )
+
+
+def _row_specs(term: AbstractDataTerm, axis_name: str):
+    prefixes = {(f,) for f in term.row_fields}
+    if term.forward is not None:
+        prefixes |= forward_prefixes(term.forward, "forward")
+    return split_specs(term, prefixes, axis_name)
+

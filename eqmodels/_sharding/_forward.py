@@ -1,0 +1,116 @@
+"""A forward model whose points are split over the devices of a mesh."""
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import numpy as np
+from jax.sharding import Mesh, PartitionSpec as P
+from jaxtyping import Array, ArrayLike, Complex, Float
+
+from .._forward._base import AbstractForwardModel, take_rows
+from ._mesh import check_mesh, forward_prefixes, padded_length, place, split_specs
+
+
+class ShardedForward(AbstractForwardModel, strict=True):
+    """A forward model evaluated with its points split over one axis of a device
+    mesh (`jax.shard_map`): each device transforms its share of the points (for
+    `DirectFT` it holds `1/n` of the matrix), the image is replicated, and the
+    visibilities come back as one array sharded over the mesh (a gather of them by
+    any row index is left to XLA).
+
+    The points are flattened and padded to a multiple of the axis size with copies
+    of point 0 (their visibilities are cut off). Built by
+    [`eqmodels.ShardedChi2`][] inside an [`eqmodels.Objective`][] for a shared
+    transform; any forward model that declares its `point_fields` can be wrapped.
+    """
+
+    inner: AbstractForwardModel
+    n_points: int = eqx.field(static=True)
+    mesh: Mesh = eqx.field(static=True)
+    axis_name: str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        inner: AbstractForwardModel,
+        mesh: Any = None,
+        axis_name: str = "rows",
+    ):
+        """**Arguments:**
+
+        - `inner`: the forward model (must declare `point_fields`).
+        - `mesh`: the device mesh (default: every device, one axis).
+        - `axis_name`: the mesh axis the points are split over.
+        """
+        if not isinstance(inner, AbstractForwardModel):
+            raise TypeError(
+                f"`inner` must be a forward model, got {type(inner).__name__}."
+            )
+        if inner.point_fields is None:
+            raise TypeError(
+                f"{type(inner).__name__} does not declare `point_fields`, so its "
+                "points cannot be split over devices."
+            )
+        mesh, axis_name, size = check_mesh(mesh, axis_name)
+        n = int(np.prod(inner.u.shape))
+        length = padded_length(n, size)
+        flat = _flatten_points(inner, length)
+        self.inner = place(flat, self._specs(flat, axis_name), mesh)
+        self.n_points = n
+        self.mesh = mesh
+        self.axis_name = axis_name
+
+    @staticmethod
+    def _specs(inner, axis_name):
+        return split_specs(inner, forward_prefixes(inner), axis_name)
+
+    @property
+    def grid(self):
+        return self.inner.grid
+
+    @property
+    def pulse(self):
+        return self.inner.pulse
+
+    @property
+    def u(self) -> Float[Array, " n"]:
+        return self.inner.u[: self.n_points]
+
+    @property
+    def v(self) -> Float[Array, " n"]:
+        return self.inner.v[: self.n_points]
+
+    def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, " n"]:
+        image = self._check_image(image)
+        axis = self.axis_name
+
+        def local(inner, img):
+            # Mark the replicated image device-varying: its cotangent is then
+            # psum-med over the devices (jax-finufft's gradient is wrong without).
+            img = jax.lax.pcast(img, (axis,), to="varying")
+            return inner(img)
+
+        vis = jax.shard_map(
+            local,
+            mesh=self.mesh,
+            in_specs=(self._specs(self.inner, axis), P()),
+            out_specs=P(axis),
+        )(self.inner, image)
+        return vis[: self.n_points]
+
+    def at(self, u: ArrayLike, v: ArrayLike) -> "ShardedForward":
+        return ShardedForward(self.inner.at(u, v), self.mesh, self.axis_name)
+
+
+def _flatten_points(inner: AbstractForwardModel, length: int) -> AbstractForwardModel:
+    """`inner` with its points flattened to `(n,)` and padded to `length` with copies
+    of point 0 (point-major leaves are already flat)."""
+    n = int(np.prod(inner.u.shape))
+    idx = np.concatenate([np.arange(n), np.zeros(length - n, int)])
+    names = ("u", "v") + tuple(inner.point_fields)
+    new = []
+    for name in names:
+        x = getattr(inner, name)
+        x = x.reshape(-1) if name in ("u", "v") else x
+        new.append(take_rows(x, idx))
+    return eqx.tree_at(lambda m: tuple(getattr(m, k) for k in names), inner, tuple(new))

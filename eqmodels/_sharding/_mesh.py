@@ -1,0 +1,96 @@
+"""Meshes and partition specs for the sharded modules."""
+
+import math
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from .._validation import is_concrete
+
+
+def default_mesh(axis_name: str) -> Mesh:
+    """A 1-d mesh over every device (of every process), named `axis_name`."""
+    return Mesh(np.array(jax.devices()), (axis_name,))
+
+
+def check_mesh(mesh, axis_name) -> tuple[Mesh, str, int]:
+    """`(mesh, axis_name, size)` after checking that the mesh has the axis."""
+    if not isinstance(axis_name, str) or not axis_name:
+        raise TypeError(f"`axis_name` must be a non-empty string, got {axis_name!r}.")
+    if mesh is None:
+        mesh = default_mesh(axis_name)
+    if not isinstance(mesh, Mesh):
+        raise TypeError(
+            "`mesh` must be a `jax.sharding.Mesh` (e.g. "
+            "`jax.make_mesh((jax.device_count(),), ('rows',))`) or None for one over "
+            f"every device, got {type(mesh).__name__}."
+        )
+    if axis_name not in mesh.axis_names:
+        raise ValueError(
+            f"the mesh has axes {tuple(mesh.axis_names)} but no axis named "
+            f"{axis_name!r}: pass `axis_name=` one of them, or build the mesh with it."
+        )
+    return mesh, axis_name, int(mesh.shape[axis_name])
+
+
+def padded_length(n: int, size: int) -> int:
+    """The smallest multiple of `size` that is >= `n`."""
+    return size * math.ceil(n / size)
+
+
+def place(tree, specs, mesh: Mesh):
+    """Put every concrete array leaf of `tree` on `mesh` with its spec: one global
+    array per leaf, each process materialising only its addressable shards (so a
+    multi-process run works with host arrays every process holds)."""
+
+    def put(x, spec):
+        if not (is_concrete(x) and hasattr(x, "shape")):
+            return x
+        sharding = NamedSharding(mesh, spec)
+        if isinstance(x, jax.Array) and x.sharding == sharding:
+            return x
+        host = np.asarray(x)
+        return jax.make_array_from_callback(host.shape, sharding, lambda i: host[i])
+
+    return jax.tree_util.tree_map(put, tree, specs, is_leaf=lambda s: s is None)
+
+
+def split_specs(tree, prefixes: set[tuple[str, ...]], axis_name: str):
+    """A tree of partition specs for `tree`: `P(axis_name)` (split along the leading
+    axis) for every leaf under one of the attribute paths `prefixes` (e.g.
+    `("weight",)`, `("forward", "a_re")`), `P()` (replicated) for every other."""
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(tree)
+    specs = []
+    for path, _ in leaves:
+        names = tuple(
+            k.name if isinstance(k, jax.tree_util.GetAttrKey) else None for k in path
+        )
+        split = any(names[: len(p)] == p for p in prefixes)
+        specs.append(P(axis_name) if split else P())
+    return jax.tree_util.tree_unflatten(treedef, specs)
+
+
+def forward_prefixes(forward, *head: str) -> set[tuple[str, ...]]:
+    """The attribute paths of a forward model's per-point leaves, under `head`."""
+    names = ("u", "v") + tuple(forward.point_fields or ())
+    return {(*head, n) for n in names}
+
+
+def host_array(x) -> np.ndarray:
+    """A numpy copy of `x`; a global array spread over several processes is
+    gathered from all of them first (every process must call this, in the same
+    order, as for any collective)."""
+    if isinstance(x, jax.Array) and not x.is_fully_addressable:
+        if x.is_fully_replicated:
+            return np.asarray(x.addressable_data(0))
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(x)
+
+
+def replicate(tree, mesh: Mesh):
+    """Every concrete array leaf of `tree` as a global array replicated over `mesh`."""
+    specs = jax.tree_util.tree_map(lambda _: P(), tree)
+    return place(tree, specs, mesh)
