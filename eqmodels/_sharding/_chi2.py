@@ -4,11 +4,19 @@ from typing import Any
 
 import equinox as eqx
 import jax
-from jax.sharding import Mesh, PartitionSpec as P
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from jaxtyping import Array, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
-from .._terms._base import AbstractDataTerm, AbstractTerm, as_image, ImageLike
+from .._terms._base import (
+    AbstractDataTerm,
+    AbstractTerm,
+    as_image,
+    ImageLike,
+    n_rows_leaf,
+)
 from ._mesh import check_mesh, forward_prefixes, padded_length, place, split_specs
 
 
@@ -110,6 +118,73 @@ class ShardedChi2(AbstractDataTerm, strict=True):
         self.mesh = mesh
         self.axis_name = axis_name
 
+    @classmethod
+    def from_data(
+        cls,
+        term_cls: type,
+        data: Any,
+        grid: Any,
+        *,
+        mesh: Any = None,
+        axis_name: str = "rows",
+        **kwargs,
+    ) -> "ShardedChi2":
+        """Build `term_cls.from_data(data, grid, **kwargs)` already split over the
+        mesh, each process computing **only its own devices' rows** (for `DirectFT`,
+        only its share of the matrix): what a multi-host run needs when no host can
+        hold the whole problem. Equal to `ShardedChi2(term_cls.from_data(...))`.
+
+        **Arguments:**
+
+        - `term_cls`: a data-term class with a `from_data` (e.g. `em.AmpChi2`).
+        - `data`: its data (a `VisData` or a product such as `em.amplitudes(d)`);
+          every process passes the same data.
+        - `grid`: the image grid.
+        - `mesh`, `axis_name`: as for the constructor.
+        - `**kwargs`: passed on to `term_cls.from_data` (`forward="direct"`, ...).
+        """
+        mesh, axis_name, size = check_mesh(mesh, axis_name)
+        n = int(np.shape(data.u)[0])
+        if n < size:
+            raise ValueError(
+                f"the mesh axis {axis_name!r} has {size} devices but the data have "
+                f"only {n} rows: use a smaller mesh."
+            )
+        length = padded_length(n, size)
+        index = np.concatenate([np.arange(n), np.zeros(length - n, np.int64)])
+        slots = getattr(data, "time_index", None)
+        slots = None if slots is None else np.asarray(slots)
+        row_sharding = NamedSharding(mesh, P(axis_name))
+        pieces = {}
+        for device, (where,) in row_sharding.addressable_devices_indices_map(
+            (length,)
+        ).items():
+            rows = index[where]
+            term = term_cls.from_data(_take_data_rows(data, rows, n), grid, **kwargs)
+            live = np.arange(length)[where] < n
+            pieces[device] = _as_piece(term, rows, live, n, slots)
+        proto = next(iter(pieces.values()))
+        specs = _row_specs(proto, axis_name)
+        leaves = [
+            jax.tree_util.tree_leaves(piece) for piece in pieces.values()
+        ]
+        spec_leaves = jax.tree_util.tree_leaves(specs, is_leaf=lambda x: x is None)
+        devices = list(pieces)
+        out = []
+        for k, spec in enumerate(spec_leaves):
+            local = [ls[k] for ls in leaves]
+            if not (eqx.is_array(local[0]) and spec == P(axis_name)):
+                out.append(local[0])
+                continue
+            shape = (local[0].shape[0] * size, *local[0].shape[1:])
+            sharding = NamedSharding(mesh, spec)
+            arrays = [jax.device_put(x, d) for x, d in zip(local, devices)]
+            out.append(jax.make_array_from_single_device_arrays(shape, sharding, arrays))
+        term = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(proto), out)
+        # Already padded and split: the constructor only places the replicated
+        # leaves.
+        return cls(term, mesh, axis_name)
+
     # The data-term fields, delegated to the wrapped term (padding rows included).
     @property
     def forward(self) -> AbstractForwardModel | None:
@@ -183,6 +258,30 @@ class ShardedChi2(AbstractDataTerm, strict=True):
         return eqx.tree_at(
             lambda s: s.term.forward, self, None, is_leaf=lambda x: x is None
         )
+
+
+def _take_data_rows(data, rows: np.ndarray, n: int):
+    """The rows `rows` of a data set or product (a `VisData` via its `take`; a
+    product by slicing every array leaf with `n` rows)."""
+    take = getattr(data, "take", None)
+    if callable(take):
+        return take(rows)
+    return jax.tree_util.tree_map(
+        lambda x: x[rows] if eqx.is_array(x) and x.ndim and x.shape[0] == n else x,
+        data,
+    )
+
+
+def _as_piece(term, rows, live, n, slots):
+    """A device's share: weight 0 on its padding rows (`~live`), the whole data
+    set's `n_rows` and time slots."""
+    weight = term.weight * jnp.asarray(live, term.weight.dtype)
+    term = eqx.tree_at(lambda t: (t.weight, t.n_rows), term, (weight, n_rows_leaf(n)))
+    if slots is not None and "time_index" in term.row_fields:
+        term = eqx.tree_at(
+            lambda t: t.time_index, term, jnp.asarray(slots[rows], jnp.int32)
+        )
+    return term
 
 
 def _row_specs(term: AbstractDataTerm, axis_name: str):

@@ -1,0 +1,63 @@
+"""One process of the 2-process `jax.distributed` run of tests/test_multihost.py.
+
+Usage: `python worker.py PROCESS_ID PORT OUT.json FORWARDS` (FORWARDS a comma
+list, e.g. `direct,nufft`; two processes on
+127.0.0.1, two virtual CPU devices each, gloo collectives). Builds the round-1
+objective on M87 2017-04-10 lo with every data term a `ShardedChi2` over the
+4-device global mesh (each process building only its own rows), evaluates value and
+gradient, and (process 0) writes them to OUT.json.
+"""
+
+import json
+import os
+import pathlib
+import sys
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+os.environ["JAX_PLATFORMS"] = "cpu"
+
+import jax  # noqa: E402
+
+
+def main():
+    pid, port, out, forward = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_num_cpu_devices", 2)
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        coordinator_address=f"127.0.0.1:{port}",
+        num_processes=2,
+        process_id=pid,
+        initialization_timeout=60,
+    )
+    import equinox as eqx
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from multihost.problem import build, image
+
+    assert jax.device_count() == 4 and jax.local_device_count() == 2
+    x = image()
+    result = {}
+    for name in forward.split(","):
+        obj = build(name, sharded=True)
+        val, grad = eqx.filter_jit(jax.value_and_grad(lambda x, o: o(x)))(x, obj)
+        report = eqx.filter_jit(lambda x, o: o.report(x))(x, obj)
+        weight = obj.terms[0].term.weight
+        result[name] = {
+            "value": float(val),
+            "grad": np.asarray(grad).tolist(),
+            "report": {k: float(v) for k, v in report.items()},
+            "n_shared": len(obj.shared),
+            "local_rows": [int(s.data.shape[0]) for s in weight.addressable_shards],
+            "global_rows": int(weight.shape[0]),
+        }
+    if pid == 0:
+        pathlib.Path(out).write_text(json.dumps(result))
+    jax.distributed.shutdown()
+
+
+if __name__ == "__main__":
+    main()
