@@ -1,5 +1,6 @@
 """Matrix-free forward model via jax-finufft."""
 
+import functools
 import math
 from typing import Any
 
@@ -19,20 +20,72 @@ from ._base import AbstractForwardModel, check_pulse, prepare_points
 from ._finufft_ops import centred_ops
 
 
-def _check_device_support(points) -> None:
-    """The PyPI wheels of jax-finufft are CPU-only: fail at construction, not with an
-    MLIR error at the first call, when the points live on a GPU without them."""
-    if not is_concrete(points):
-        return
-    platforms = {d.platform for d in points.devices()}
-    if platforms - {"cpu"} and jax_finufft.lowering.jax_finufft_gpu is None:
-        raise RuntimeError(
-            f"NUFFT points were placed on {sorted(platforms)}, but the installed "
-            "jax-finufft has no GPU support (the PyPI wheels are CPU-only). Build "
-            "jax-finufft with CUDA (JAX_FINUFFT_USE_CUDA=ON), or build the model "
-            "on the CPU (`with jax.default_device(jax.devices('cpu')[0]): ...`), "
-            "or use `SeparableFT` / `DirectFT`, which run anywhere."
+BACKENDS = ("auto", "finufft", "nufftax")
+
+
+def _nufftax():
+    try:
+        import nufftax
+    except ImportError:  # pragma: no cover - depends on the environment
+        return None
+    return nufftax
+
+
+def _resolve_backend(backend, points) -> str:
+    """The transform library: jax-finufft where it runs (the PyPI wheels are
+    CPU-only), else nufftax (pure JAX, runs on GPUs); a clear error, at
+    construction, when neither can run where the points live."""
+    if backend not in BACKENDS:
+        raise ValueError(f"`backend` must be one of {BACKENDS}, got {backend!r}.")
+    if backend == "nufftax" and _nufftax() is None:
+        raise ImportError(
+            "`backend='nufftax'` needs the nufftax package: "
+            "`pip install 'eqmodels[gpu]'` (or `pip install nufftax`)."
         )
+    if backend != "auto":
+        return backend
+    platforms = {d.platform for d in points.devices()} if is_concrete(points) else {
+        jax.default_backend()
+    }
+    off_cpu = bool(platforms - {"cpu"})
+    if not off_cpu or jax_finufft.lowering.jax_finufft_gpu is not None:
+        return "finufft"
+    if _nufftax() is not None:
+        return "nufftax"
+    raise RuntimeError(
+        f"NUFFT points were placed on {sorted(platforms)}, but the installed "
+        "jax-finufft has no GPU support (the PyPI wheels are CPU-only) and nufftax "
+        "is not installed. Install the GPU backend (`pip install 'eqmodels[gpu]'`), "
+        "or build jax-finufft with CUDA (JAX_FINUFFT_USE_CUDA=ON), or build the "
+        "model on the CPU (`with jax.default_device(jax.devices('cpu')[0]): ...`), "
+        "or use `SeparableFT` / `DirectFT`, which run anywhere."
+    )
+
+
+@functools.cache
+def _nufftax_transform(eps: float, ny: int, nx: int):
+    """nufftax's type-2 transform in our convention (its point axes are swapped
+    relative to jax-finufft's), with the same reverse-mode rule as the jax-finufft
+    path: the type-1 transform with the same sign on the cotangent. (nufftax's own
+    derivative loses the device-varying type of the image's cotangent under
+    `shard_map`; this rule restores it.)"""
+    nx_ = _nufftax()
+
+    @jax.custom_vjp
+    def transform(f, py, px):
+        return nx_.nufft2d2(px, py, f, eps=eps, isign=-1)
+
+    def fwd(f, py, px):
+        return transform(f, py, px), (py, px)
+
+    def bwd(res, g):
+        py, px = res
+        f_bar = nx_.nufft2d1(px, py, g, (nx, ny), eps=eps, isign=-1)
+        f_bar = _mark_varying_like(f_bar, g, py, px)
+        return f_bar, jnp.zeros_like(py), jnp.zeros_like(px)
+
+    transform.defvjp(fwd, bwd)
+    return transform
 
 
 def _varying_axes(x) -> frozenset:
@@ -60,8 +113,9 @@ def _mark_varying_like(image, *points):
 
 
 class NUFFT(AbstractForwardModel, strict=True):
-    """Matrix-free forward model: a type-2 non-uniform FFT (jax-finufft), with a
-    custom reverse-mode rule (the type-1 transform with the same `iflag`).
+    """Matrix-free forward model: a type-2 non-uniform FFT (jax-finufft, with a
+    custom reverse-mode rule: the type-1 transform with the same `iflag`; or
+    nufftax, pure JAX, on GPUs — see `backend`).
 
     Memory is `O(N + ny·nx)`; accuracy is set by `eps` (relative, FINUFFT's
     tolerance; `1e-12` agrees with [`eqmodels.DirectFT`][] to ~1e-12). Works under
@@ -81,6 +135,7 @@ class NUFFT(AbstractForwardModel, strict=True):
     factor: Complex[Array, " n"]
     eps: float = eqx.field(static=True)
     opts: Any = eqx.field(static=True)
+    backend: str = eqx.field(static=True)
 
     point_fields = ("py", "px", "factor")
 
@@ -94,6 +149,7 @@ class NUFFT(AbstractForwardModel, strict=True):
         eps: float | None = None,
         opts=None,
         dtype=None,
+        backend: str = "auto",
     ):
         """**Arguments:**
 
@@ -106,6 +162,11 @@ class NUFFT(AbstractForwardModel, strict=True):
           `Opts(nthreads=1)` when other processes share the cores. The mode order
           is fixed (centred): `modeord` must stay `False`.
         - `dtype`: `float32` or `float64`; default from `u`, `v`.
+        - `backend`: the transform library (static). `"finufft"` (jax-finufft,
+          with our own reverse-mode and batching rules), `"nufftax"` (pure JAX, runs
+          on GPUs: the `gpu` extra), or `"auto"` (default): jax-finufft where it
+          runs — the CPU, or a GPU with a CUDA build of jax-finufft — else nufftax.
+          Both give the same numbers to `eps`.
         """
         u, v, dtype = prepare_points(grid, u, v, dtype)
         if eps is None:
@@ -147,7 +208,9 @@ class NUFFT(AbstractForwardModel, strict=True):
         self.pulse = check_pulse(pulse)
         self.eps = eps
         self.opts = opts
-        _check_device_support(self.u)
+        self.backend = _resolve_backend(backend, self.u)
+        if self.backend == "nufftax" and opts is not None:
+            raise ValueError("`opts` are FINUFFT options: the nufftax backend takes none.")
         # Points and the per-point factor (pixel pulse times the half-pixel phase of
         # each even axis: centred modes sit half a pixel off the phase centre there)
         # are fixed: computed once, on the host in float64 when the points are
@@ -170,11 +233,25 @@ class NUFFT(AbstractForwardModel, strict=True):
     def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:
         image = self._check_image(image)
         image = _mark_varying_like(image, self.py, self.px)
-        _, _, transform = centred_ops(self.eps, self.grid.ny, self.grid.nx, self.opts)
-        raw = transform(image.astype(self.factor.dtype), self.py, self.px)
+        f = image.astype(self.factor.dtype)
+        if self.backend == "nufftax":
+            transform = _nufftax_transform(self.eps, self.grid.ny, self.grid.nx)
+            raw = transform(f, self.py, self.px)
+        else:
+            _, _, transform = centred_ops(
+                self.eps, self.grid.ny, self.grid.nx, self.opts
+            )
+            raw = transform(f, self.py, self.px)
         return (self.factor * raw).reshape(self.u.shape)
 
     def at(self, u: ArrayLike, v: ArrayLike) -> "NUFFT":
         return NUFFT(
-            self.grid, u, v, self.pulse, eps=self.eps, opts=self.opts, dtype=self.dtype
+            self.grid,
+            u,
+            v,
+            self.pulse,
+            eps=self.eps,
+            opts=self.opts,
+            dtype=self.dtype,
+            backend=self.backend,
         )

@@ -44,9 +44,9 @@ class ShardedChi2(AbstractDataTerm, strict=True):
     (copies of row 0: finite values, never σ = 0), so they add exactly 0 to the
     value and every gradient; the χ² keeps its true normalisation `n_rows`. Every
     per-row leaf and the forward model's points are split over the devices (a
-    `DirectFT` keeps `1/n` of its matrix on each); the image is replicated (and
-    marked device-varying inside the body, so its gradient is the `psum` of the
-    devices' shares — jax-finufft's gradient is wrong otherwise); each device
+    `DirectFT` keeps `1/n` of its matrix on each); the image is replicated (its gradient is the
+    sum of the devices' shares, which `shard_map`'s transpose forms without
+    replication tracking; see CONVENTIONS.md on jax-finufft's pitfall); each device
     computes its rows' share of the χ² and a `psum` adds them:
 
     `χ² = Σ_d Σ_{k ∈ rows(d)} f(row k) / N` — the terms are sums over rows divided
@@ -212,16 +212,16 @@ class ShardedChi2(AbstractDataTerm, strict=True):
 
     def _sharded(self, fn, image, out_spec):
         axis = self.axis_name
-
-        def local(term, img):
-            img = jax.lax.pcast(img, (axis,), to="varying")
-            return fn(term, img)
-
+        # Without replication tracking (`check_vma=False`) shard_map's transpose
+        # sums the replicated image's cotangent over the devices itself: right for
+        # every forward model and backend (with tracking, jax-finufft needs a
+        # `pcast` and nufftax's own derivative loses the device-varying type).
         return jax.shard_map(
-            local,
+            fn,
             mesh=self.mesh,
             in_specs=(_row_specs(self.term, axis), P()),
             out_specs=out_spec,
+            check_vma=False,
         )(self.term, as_image(image))
 
     def __call__(self, image: ImageLike) -> Scalar:

@@ -85,9 +85,6 @@ class ShardedForward(AbstractForwardModel, strict=True):
         axis = self.axis_name
 
         def local(inner, img):
-            # Mark the replicated image device-varying: its cotangent is then
-            # psum-med over the devices (jax-finufft's gradient is wrong without).
-            img = jax.lax.pcast(img, (axis,), to="varying")
             return inner(img)
 
         vis = jax.shard_map(
@@ -95,6 +92,11 @@ class ShardedForward(AbstractForwardModel, strict=True):
             mesh=self.mesh,
             in_specs=(self._specs(self.inner, axis), P()),
             out_specs=P(axis),
+            # Without replication tracking, the cotangent of the replicated image
+            # is summed over the devices by shard_map's own transpose — right for
+            # every backend (with tracking, nufftax's derivative loses the
+            # device-varying type and jax-finufft's needs a `pcast`).
+            check_vma=False,
         )(self.inner, image)
         return vis[: self.n_points]
 
