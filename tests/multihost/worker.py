@@ -1,7 +1,7 @@
 """One process of the 2-process `jax.distributed` run of tests/test_multihost.py.
 
-Usage: `python worker.py PROCESS_ID PORT OUT.json FORWARDS` (FORWARDS a comma
-list, e.g. `direct,nufft`; two processes on
+Usage: `python worker.py PROCESS_ID PORT OUT.json FORWARDS [REPEATS]` (FORWARDS a
+comma list, e.g. `direct,nufft`; REPEATS timed calls for benchmarks/sharding.py; two processes on
 127.0.0.1, two virtual CPU devices each, gloo collectives). Builds the round-1
 objective on M87 2017-04-10 lo with every data term a `ShardedChi2` over the
 4-device global mesh (each process building only its own rows), evaluates value and
@@ -12,6 +12,7 @@ import json
 import os
 import pathlib
 import sys
+import time
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -23,6 +24,7 @@ import jax  # noqa: E402
 
 def main():
     pid, port, out, forward = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+    repeats = int(sys.argv[5]) if len(sys.argv) > 5 else 0  # timed calls
     jax.config.update("jax_enable_x64", True)
     jax.config.update("jax_num_cpu_devices", 2)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
@@ -43,7 +45,13 @@ def main():
     result = {}
     for name in forward.split(","):
         obj = build(name, sharded=True)
-        val, grad = eqx.filter_jit(jax.value_and_grad(lambda x, o: o(x)))(x, obj)
+        vg = eqx.filter_jit(jax.value_and_grad(lambda x, o: o(x)))
+        val, grad = vg(x, obj)
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            jax.block_until_ready(vg(x, obj))
+            times.append(time.perf_counter() - t0)
         report = eqx.filter_jit(lambda x, o: o.report(x))(x, obj)
         weight = obj.terms[0].term.weight
         result[name] = {
@@ -53,6 +61,7 @@ def main():
             "n_shared": len(obj.shared),
             "local_rows": [int(s.data.shape[0]) for s in weight.addressable_shards],
             "global_rows": int(weight.shape[0]),
+            "times": times,
         }
     if pid == 0:
         pathlib.Path(out).write_text(json.dumps(result))
