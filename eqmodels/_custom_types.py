@@ -15,6 +15,11 @@ Visibilities: TypeAlias = Complex[Array, "*points"]
 #: tuple of numbers. Converted with `np.asarray` and validated with errors that name
 #: the argument (the annotation only admits sequences).
 ArraySequence: TypeAlias = Sequence[Any]
+#: What forward models accept for `u`, `v`: an array, or a (nested) list / tuple
+#: of numbers. Annotated loosely on purpose: the constructors check dtype (real),
+#: shape (`u` and `v` alike) and values with errors that name the argument and the
+#: fix, which a type checker's generic message would pre-empt.
+PointsLike: TypeAlias = ArrayLike | ArraySequence
 
 __all__ = [
     "Array",
@@ -24,6 +29,7 @@ __all__ = [
     "Float",
     "ImageArray",
     "Points",
+    "PointsLike",
     "RealLike",
     "Shaped",
     "Visibilities",

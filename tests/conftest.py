@@ -9,6 +9,7 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
 
 
 jax.config.update("jax_enable_x64", True)
@@ -18,6 +19,14 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 # ordinary user code (`jnp.pi * jnp.arange(n)`) that the examples and training-loop
 # tests run on purpose; dtype preservation is tested explicitly instead (float32
 # tests of every model, term and image constructor).
+
+# Property tests are deterministic by default (the same examples on every run, no
+# example database), so CI never fails by chance; `HYPOTHESIS_PROFILE=explore`
+# draws fresh random examples (and more of them) to hunt for new failures, whose
+# reproductions then go into the tests as `@example`s.
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", max_examples=500, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
 TEST_DATA = pathlib.Path(__file__).resolve().parent / "data"

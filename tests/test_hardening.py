@@ -37,36 +37,20 @@ def test_points_take_lists_tuples_and_arrays():
     assert dtype == np.float64 and u.dtype == np.float64
 
 
-_LISTS_SCRIPT = """
-import jax, numpy as np
-jax.config.update("jax_enable_x64", True)
-import eqmodels as em
-g = em.ImageGrid(8, 8, em.uas_to_rad(4.0))
-u, v = [0.0, 1e9, -2e9], (0.0, 3e9, 1e9)
-img = np.ones((8, 8)) / 64
-ref = em.DirectFT(g, np.array(u), np.array(v))(img)
-for m in (em.DirectFT(g, u, v), em.SeparableFT(g, u, v),
-          em.NUFFT(g, u, v, eps=1e-12), em.make_forward("direct", g, u, v)):
-    assert np.allclose(m(img), ref, rtol=1e-10, atol=0), type(m)
-print("ok")
-"""
-
-
-def test_forward_models_take_lists_outside_the_type_checker():
-    # Users run without the test-suite's jaxtyping hook (whose `ArrayLike`
-    # annotations on the forward-model classes refuse lists before the body runs).
-    import subprocess
-    import sys
-
-    out = subprocess.run(
-        [sys.executable, "-c", _LISTS_SCRIPT],
-        capture_output=True,
-        text=True,
-        env={**__import__("os").environ, "JAX_PLATFORMS": "cpu"},
-        cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]),
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "ok"
+@pytest.mark.parametrize("cls", [em.DirectFT, em.SeparableFT, em.NUFFT])
+@pytest.mark.parametrize("conv", [list, tuple], ids=["list", "tuple"])
+def test_forward_models_take_lists_under_the_type_checker(cls, conv):
+    # The test-suite runs under jaxtyping + beartype: the `u`, `v` annotations of
+    # the constructors and of `at` admit sequences (and integers), as the code does.
+    kw = {"eps": 1e-12} if cls is em.NUFFT else {}
+    img = jnp.asarray(random_image(GRID))
+    ref = em.DirectFT(GRID, U, V)(img)
+    model = cls(GRID, conv(U.tolist()), conv(V.tolist()), **kw)
+    assert_allclose(model(img), ref, rtol=1e-10)
+    moved = model.at(conv(V.tolist()), conv(U.tolist()))
+    assert_allclose(moved(img), em.DirectFT(GRID, V, U)(img), rtol=1e-10)
+    ints = cls(GRID, conv([0, 1000]), np.array([0, 2000]), **kw)
+    assert ints.dtype == np.float64 and ints.shape == (2,)
 
 
 @pytest.mark.parametrize("kind", ["direct", "separable", "nufft"])
@@ -309,6 +293,20 @@ def test_uvfits_rows_with_nan_coordinates_count_as_flagged(tmp_path):
     assert d.n_flagged == 4 and d.n_rows == N_ROWS - 4
 
 
+def test_uvfits_baseline_corrupted_into_an_autocorrelation_is_counted(tmp_path):
+    # Found by the property test: one byte of group 5's BASELINE turns 2-3 (515.0,
+    # float32 0x4400C000) into 2-2 (514.0, 0x44008000). The loader drops
+    # autocorrelations; it dropped this row without counting it.
+    raw = UVFITS.read_bytes()
+    assert raw[_word(5, 3) : _word(5, 3) + 4] == bytes.fromhex("4400c000")
+    d = em.load_uvfits(_corrupt(tmp_path, [(_word(5, 3) + 2, 0x80)]))
+    assert d.n_flagged == 1 and d.n_rows == N_ROWS - 1
+    # Every row is loaded or counted, whichever field of a row is hit.
+    edits = [(_word(g, k), 0x7F) for g, k in ((7, 0), (8, 6), (9, 4), (11, 9))]
+    d = em.load_uvfits(_corrupt(tmp_path, edits + [(_word(5, 3) + 2, 0x80)]))
+    assert d.n_rows + d.n_flagged == N_ROWS
+
+
 def test_uvfits_with_a_wrong_station_table_is_refused(tmp_path):
     out = tmp_path / "shrunk.uvfits"
     with fits.open(UVFITS) as h:
@@ -382,3 +380,149 @@ def test_load_fits_honours_the_header(tmp_path):
         em.load_fits(_fits_image(tmp_path, CROTA2=30.0))
     with pytest.raises(ValueError, match="CUNIT1"):
         em.load_fits(_fits_image(tmp_path, CUNIT1="furlong"))
+
+
+# ------------------------------------------- 3b. data terms: impossible values
+_FWD = em.DirectFT(GRID, U, V)
+_FWD4 = em.DirectFT(GRID, *random_points(GRID, 0, shape=(5, 4)))
+_ONES, _ONES4 = np.ones(10), np.ones(5)
+
+
+@pytest.mark.parametrize(
+    "build,match",
+    [
+        (lambda a: em.AmpChi2(_FWD, a, _ONES), "`amp` has 1 negative"),
+        (lambda a: em.ClosureAmpChi2(_FWD4, a[:5], _ONES4), "`camp`.*LogClosure"),
+    ],
+)
+def test_negative_amplitudes_are_refused(build, match):
+    values = np.full(10, 0.5)
+    build(values.copy())  # fine; so are zeros (a debiased amplitude can be 0)
+    build(np.zeros(10))
+    values[3] = -0.2
+    with pytest.raises(ValueError, match=match):
+        build(values)
+
+
+def test_absurd_or_non_finite_term_values_are_refused():
+    with pytest.raises(ValueError, match="`amp` reaches 1e\\+09 Jy.*Jy"):
+        em.AmpChi2(_FWD, np.full(10, 1e9), _ONES)
+    with pytest.raises(ValueError, match="`vis` reaches .* Jy"):
+        em.VisChi2(_FWD, np.full(10, 3e7j), _ONES)
+    for name, build in (
+        ("amp", lambda x: em.AmpChi2(_FWD, x, _ONES)),
+        ("camp", lambda x: em.ClosureAmpChi2(_FWD4, x[:5], _ONES4)),
+        ("logcamp", lambda x: em.LogClosureAmpChi2(_FWD4, x[:5], _ONES4)),
+    ):
+        bad = np.ones(10)
+        bad[1] = np.nan
+        with pytest.raises(ValueError, match=f"`{name}` has 1 non-finite"):
+            build(bad)
+    # Log closure amplitudes are any real number (negative ones included).
+    em.LogClosureAmpChi2(_FWD4, -np.ones(5), _ONES4)
+
+
+def test_term_value_checks_skip_traced_values():
+    # Modules are rebuilt with traced leaves under jit/vmap: no concrete check.
+    term = em.AmpChi2(_FWD, np.full(10, 0.5), _ONES)
+    img = jnp.asarray(random_image(GRID))
+
+    def chi2(amp):
+        return em.AmpChi2(_FWD, amp, _ONES)(img)
+
+    vals = jax.vmap(chi2)(jnp.stack([term.amp, -term.amp]))
+    assert np.all(np.isfinite(vals))
+
+
+# ------------------------------------------------- 4. objectives: weights, grids
+_AMP = em.AmpChi2(_FWD, np.full(10, 0.5), _ONES)
+_TV = em.TV(GRID)
+GRID_5 = em.ImageGrid(8, 8, em.uas_to_rad(5.0))  # same shape, other pixel size
+
+
+@pytest.mark.parametrize(
+    "build,exc,match",
+    [
+        (lambda: -1.0 * _AMP, ValueError, "`weight` must be >= 0.*reward"),
+        (lambda: math.nan * _AMP, ValueError, "`weight` must be finite"),
+        (lambda: _AMP * math.inf, ValueError, "`weight` must be finite"),
+        (lambda: _AMP / 0, ZeroDivisionError, "`weight` of 0.*`0 \\* term`"),
+        (lambda: _AMP / -2.0, ValueError, "`weight` must be >= 0"),
+        (lambda: _AMP / math.inf, ValueError, "`weight` must be finite"),
+        (lambda: em.Objective([_AMP, _TV], [1.0, -1.0]), ValueError, "`weights`"),
+        (lambda: em.Objective([_AMP, _TV], [1.0, math.nan]), ValueError, "`weights`"),
+        (lambda: (_AMP + _TV).with_weights([math.inf, 1.0]), ValueError, "`weights`"),
+        (lambda: (_AMP + _TV).with_weights([1.0, -0.5]), ValueError, "`weights`"),
+        (lambda: (_AMP + _TV).with_weights([True, True]), TypeError, "`weights`"),
+    ],
+)
+def test_bad_weights_are_refused(build, exc, match):
+    with pytest.raises(exc, match=match):
+        build()
+
+
+def test_zero_weights_switch_terms_off_and_traced_weights_pass():
+    obj = 0 * _AMP + _TV
+    img = jnp.asarray(random_image(GRID))
+    assert_allclose(obj(img), _TV(img), rtol=1e-15)
+    assert em.Objective([_AMP, _TV], [0, 0]).weights.tolist() == [0.0, 0.0]
+    # Under vmap the weights are tracers: no concrete check, any value computes.
+    ws = jnp.array([[1.0, 2.0], [0.0, 1.0], [-1.0, 1.0]])
+    vals = jax.vmap(lambda w: (_AMP + _TV).with_weights(w)(img))(ws)
+    assert_allclose(vals[2], -_AMP(img) + _TV(img), rtol=1e-13)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: _AMP + em.AmpChi2(em.DirectFT(GRID_5, U, V), np.ones(10), _ONES),
+        lambda: _AMP + em.TV(GRID_5),
+        lambda: (_AMP + 2 * _TV) + em.Centroid(GRID_5),
+        lambda: em.Objective([em.TV(GRID_5), _AMP]),
+        # A member of a built objective holds no forward model: its grid comes
+        # from the objective's shared transform.
+        lambda: em.Objective([_AMP + _AMP, em.TV(GRID_5)]),
+    ],
+)
+def test_objective_terms_on_different_grids_are_refused(build):
+    with pytest.raises(ValueError, match="`terms` are on different image grids") as e:
+        build()
+    assert "4 µas" in str(e.value) and "5 µas" in str(e.value)
+
+
+def test_image_model_on_another_grid_is_refused():
+    model = em.PixelImage.from_image(random_image(GRID_5), GRID_5)
+    obj = _AMP + _AMP + _TV
+    data = _AMP + 2 * _AMP
+    assert obj.terms[0].forward is None
+    for f in (_AMP, _TV, em.Centroid(GRID), obj, data.residuals, _AMP.residuals):
+        with pytest.raises(ValueError, match="`image` is a PixelImage on .*5 µas"):
+            f(model)
+    # At trace time too (grids are static).
+    with pytest.raises(ValueError, match="`image`.*grid"):
+        eqx.filter_jit(lambda o, m: o(m))(obj, model)
+    # The same pixels built another way are the same grid.
+    same = em.ImageGrid.from_fov(8, 32.0)
+    good = em.PixelImage.from_image(random_image(GRID), same)
+    assert np.isfinite(obj(good))
+
+
+# ------------------------------------------- 4b. from_data: the wrong product
+def test_from_data_with_the_wrong_product_is_a_type_error(local):
+    avg = local.scan_average()
+    cphase = em.closure_phases(avg)
+    cases = [
+        (em.AmpChi2, cphase, "`AmpProducts`.*amplitudes\\(data\\).*no `amp`"),
+        (em.ClosurePhaseChi2, avg, "`ClosurePhaseProducts`.*VisData.*`cphase`"),
+        (em.VisChi2, em.amplitudes(avg), "`VisData`.*AmpProducts.*`vis`"),
+        (em.LogClosureAmpChi2, em.closure_amplitudes(avg), "LogClosureAmpProducts"),
+        (em.BispectrumChi2, cphase, "`BispectrumProducts`.*bispectra"),
+    ]
+    for cls, data, match in cases:
+        with pytest.raises(TypeError, match="`data` must be .*" + match):
+            cls.from_data(data, GRID)
+    # Right attributes, wrong points: a duck-typed product with (n,) points.
+    amp = em.amplitudes(avg)
+    duck = type("Duck", (), dict(u=amp.u, v=amp.v, cphase=amp.amp, sigma=amp.sigma))
+    with pytest.raises(TypeError, match="`data` must be .*shape \\(n, 3\\)"):
+        em.ClosurePhaseChi2.from_data(duck(), GRID)

@@ -1,14 +1,19 @@
 """Property-based tests (hypothesis) over constructor arguments and loader input:
 every input gives either a documented exception whose message names the argument,
-or a finite, correct result — never NaN, never a silent change of meaning."""
+or a finite, correct result — never NaN, never a silent change of meaning.
+
+The examples are derandomized (the `ci` profile in `conftest.py`): the same on
+every run. `HYPOTHESIS_PROFILE=explore pytest tests/test_properties.py` draws
+fresh ones; add what it finds as an `@example`."""
 
 import math
+import os
 import pathlib
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, HealthCheck, settings, strategies as st
+from hypothesis import example, given, HealthCheck, settings, strategies as st
 
 import eqmodels as em
 
@@ -20,8 +25,11 @@ def names_one_of(err, *names):
     return any(f"`{n}`" in msg or f"'{n}'" in msg for n in names)
 
 
+# `max_examples` is set here, so the `explore` profile's larger number is
+# applied by hand.
+_EXPLORE = os.environ.get("HYPOTHESIS_PROFILE") == "explore"
 SETTINGS = settings(
-    max_examples=25,
+    max_examples=500 if _EXPLORE else 25,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
@@ -82,6 +90,9 @@ scalars = st.one_of(
     x0=scalars,
     y0=scalars,
 )
+# Found by this test: σ = 1e-166 pixels overflowed `(offset/σ)²` to inf on every
+# pixel, and the normalisation to NaN (σ is now floored at 1e-6 pixels).
+@example(flux=1.0, fwhm=4.977247549921178e-177, x0=0.0, y0=0.0)
 def test_gaussian_image(flux, fwhm, x0, y0):
     try:
         model = em.GaussianImage(GRID, flux, fwhm, x0=x0, y0=y0)
@@ -100,6 +111,7 @@ def test_gaussian_image(flux, fwhm, x0, y0):
     x0=scalars,
     asymmetry=st.floats(-1.5, 1.5),
 )
+@example(diameter=4 * P, width=1e-170 * P, x0=0.0, asymmetry=0.5)
 def test_ring_image(diameter, width, x0, asymmetry):
     try:
         model = em.RingImage(GRID, 1.0, diameter, width, x0=x0, asymmetry=asymmetry)
@@ -169,7 +181,7 @@ def reference():
 
 
 @settings(
-    max_examples=12,
+    max_examples=500 if _EXPLORE else 12,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
@@ -180,6 +192,10 @@ def reference():
         max_size=6,
     )
 )
+# Found by this test: one byte of group 5's BASELINE (2-3 = 515.0, float32
+# 0x4400C000 -> 0x44008000) makes it the autocorrelation 2-2, which the loader
+# dropped without counting it.
+@example(edits=[(_DATA_START + 84 * 5 + 4 * 3 + 2, 0x80)])
 def test_corrupted_uvfits_loads_plausibly_or_is_refused(tmp_path, reference, edits):
     raw = bytearray(_RAW)
     for offset, value in edits:

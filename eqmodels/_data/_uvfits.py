@@ -39,8 +39,9 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
     - Stokes `I = (RR + LL)/2` with `σ_I = ½ sqrt(σ_RR² + σ_LL²)` when both are
       present, the one present hand otherwise;
     - rows where no polarisation has weight > 0, or whose u, v, date or
-      integration time is not finite (or the latter negative), are **dropped and
-      counted** in `VisData.n_flagged`; autocorrelations are dropped;
+      integration time is not finite (or the latter negative), and
+      autocorrelations, are **dropped and counted** in `VisData.n_flagged` (every
+      row of the file is either loaded or counted);
     - with `check=True` (default), rows no real observation can produce — signs
       of corrupt bytes — are also dropped and counted in `n_flagged`: a
       projected baseline `|(u, v)|` longer than the baseline between the two
@@ -230,8 +231,10 @@ def _read(hdul, path, check=True) -> dict:
     finite = np.isfinite(u) & np.isfinite(v) & np.isfinite(jd)
     finite &= np.isfinite(tint) & (tint >= 0)
     good = valid & cross & finite
-    # Rows dropped: no weight, or a NaN/inf u, v, date or integration time.
-    n_flagged = int(np.sum(~valid)) + int(np.sum(valid & cross & ~finite))
+    # Every row not loaded is counted: no weight, a NaN/inf u, v, date or
+    # integration time, or an autocorrelation (which a corrupt BASELINE can also
+    # produce: one byte turns 2-3 = 515 into 2-2 = 514).
+    n_flagged = int(np.sum(~good))
     if not np.any(good):
         raise UVFITSError(
             f"{path!r}: every row is flagged (weight <= 0, or a non-finite u, v, "

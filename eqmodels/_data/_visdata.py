@@ -32,7 +32,8 @@ class VisData(eqx.Module, strict=True):
       bands. `freq` is the reference frequency (the mean of `band_freqs`).
     - `station_xyz` are ECEF positions in metres (zeros when unknown).
     - `n_flagged` counts the rows dropped at load time (weight ≤ 0, a non-finite
-      u, v or date, or implausible values: see [`eqmodels.load_uvfits`][]).
+      u, v or date, an autocorrelation, or implausible values: see
+      [`eqmodels.load_uvfits`][]).
 
     Array fields are leaves (a `VisData` can be passed through `jax.jit`);
     metadata are static. Build one with [`eqmodels.load_uvfits`][],

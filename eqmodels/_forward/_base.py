@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Complex, Float
 
+from .._custom_types import PointsLike
 from .._grid import ImageGrid
 from .._pulse import AbstractPulse, TrianglePulse
 from .._validation import (
@@ -60,7 +61,7 @@ class AbstractForwardModel(eqx.Module, strict=True):
         """
 
     @abc.abstractmethod
-    def at(self, u: ArrayLike, v: ArrayLike) -> "AbstractForwardModel":
+    def at(self, u: PointsLike, v: PointsLike) -> "AbstractForwardModel":
         """The same model (grid, pulse, options) evaluated at other points."""
 
     def take(self, index: ArrayLike | Sequence[int]) -> "AbstractForwardModel":

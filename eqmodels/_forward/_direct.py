@@ -3,8 +3,9 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Complex, Float
+from jaxtyping import Array, Complex, Float
 
+from .._custom_types import PointsLike
 from .._grid import ImageGrid
 from .._pulse import AbstractPulse
 from ._base import AbstractForwardModel, check_pulse, prepare_points
@@ -66,8 +67,8 @@ class DirectFT(AbstractForwardModel, strict=True):
     def __init__(
         self,
         grid: ImageGrid,
-        u: ArrayLike,
-        v: ArrayLike,
+        u: PointsLike,
+        v: PointsLike,
         pulse: AbstractPulse | None = None,
         *,
         dtype=None,
@@ -95,5 +96,5 @@ class DirectFT(AbstractForwardModel, strict=True):
         im = jnp.matmul(self.a_im, x, precision=_HIGHEST)
         return jax.lax.complex(re, im).reshape(self.u.shape)
 
-    def at(self, u: ArrayLike, v: ArrayLike) -> "DirectFT":
+    def at(self, u: PointsLike, v: PointsLike) -> "DirectFT":
         return DirectFT(self.grid, u, v, self.pulse, dtype=self.dtype)

@@ -11,8 +11,9 @@ import jax_finufft
 import jax_finufft.lowering
 import jax_finufft.options
 import numpy as np
-from jaxtyping import Array, ArrayLike, Complex, Float
+from jaxtyping import Array, Complex, Float
 
+from .._custom_types import PointsLike
 from .._grid import ImageGrid
 from .._pulse import AbstractPulse
 from .._validation import is_concrete
@@ -142,8 +143,8 @@ class NUFFT(AbstractForwardModel, strict=True):
     def __init__(
         self,
         grid: ImageGrid,
-        u: ArrayLike,
-        v: ArrayLike,
+        u: PointsLike,
+        v: PointsLike,
         pulse: AbstractPulse | None = None,
         *,
         eps: float | None = None,
@@ -244,7 +245,7 @@ class NUFFT(AbstractForwardModel, strict=True):
             raw = transform(f, self.py, self.px)
         return (self.factor * raw).reshape(self.u.shape)
 
-    def at(self, u: ArrayLike, v: ArrayLike) -> "NUFFT":
+    def at(self, u: PointsLike, v: PointsLike) -> "NUFFT":
         return NUFFT(
             self.grid,
             u,

@@ -1,8 +1,7 @@
 """Pick a forward model by name."""
 
-from jaxtyping import ArrayLike, Float
 
-from .._custom_types import ArraySequence
+from .._custom_types import PointsLike
 from .._grid import ImageGrid
 from .._validation import as_numpy, is_concrete
 from ._base import AbstractForwardModel
@@ -21,8 +20,8 @@ FORWARD_KINDS: dict[str, type[AbstractForwardModel]] = {
 def make_forward(
     kind: str,
     grid: ImageGrid,
-    u: Float[ArrayLike, "*points"] | ArraySequence,
-    v: Float[ArrayLike, "*points"] | ArraySequence,
+    u: PointsLike,
+    v: PointsLike,
     **kwargs,
 ) -> AbstractForwardModel:
     """Build a forward model from its short name.

@@ -3,8 +3,9 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Complex, Float
+from jaxtyping import Array, Complex, Float
 
+from .._custom_types import PointsLike
 from .._grid import ImageGrid
 from .._pulse import AbstractPulse
 from ._base import AbstractForwardModel, check_pulse, prepare_points
@@ -52,8 +53,8 @@ class SeparableFT(AbstractForwardModel, strict=True):
     def __init__(
         self,
         grid: ImageGrid,
-        u: ArrayLike,
-        v: ArrayLike,
+        u: PointsLike,
+        v: PointsLike,
         pulse: AbstractPulse | None = None,
         *,
         dtype=None,
@@ -85,5 +86,5 @@ class SeparableFT(AbstractForwardModel, strict=True):
         im = jnp.sum(mr * self.sy + mi * self.cy, axis=1)
         return jax.lax.complex(self.p * re, self.p * im).reshape(self.u.shape)
 
-    def at(self, u: ArrayLike, v: ArrayLike) -> "SeparableFT":
+    def at(self, u: PointsLike, v: PointsLike) -> "SeparableFT":
         return SeparableFT(self.grid, u, v, self.pulse, dtype=self.dtype)

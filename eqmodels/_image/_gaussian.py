@@ -8,7 +8,7 @@ from .._grid import ImageGrid
 from .._numerics import FWHM_PER_SIGMA
 from .._validation import check_grid, resolve_float_dtype, scalar_leaf
 from ._base import AbstractImageModel
-from ._parametric import check_inside, normalised, pixel_offsets
+from ._parametric import check_inside, normalised, pixel_offsets, sigma_pixels
 
 
 class GaussianImage(AbstractImageModel, strict=True):
@@ -82,6 +82,6 @@ class GaussianImage(AbstractImageModel, strict=True):
         a = dx * s + dy * c
         b = dx * c - dy * s
         p = self.grid.psize
-        s_maj = self.fwhm_major / (FWHM_PER_SIGMA * p)
-        s_min = self.fwhm_minor / (FWHM_PER_SIGMA * p)
+        s_maj = sigma_pixels(self.fwhm_major, p, FWHM_PER_SIGMA)
+        s_min = sigma_pixels(self.fwhm_minor, p, FWHM_PER_SIGMA)
         return self.flux * normalised(-0.5 * ((a / s_maj) ** 2 + (b / s_min) ** 2))

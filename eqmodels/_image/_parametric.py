@@ -17,6 +17,19 @@ def pixel_offsets(grid: ImageGrid, x0, y0, dtype):
     return dx, dy
 
 
+#: Widths (σ, in pixels) below this are rendered at it: the profile is then already
+#: its point-sampled limit, and `(offset / σ)²` stays finite (a width of 1e-170
+#: pixels would overflow it to `inf` everywhere, and `normalised` to `NaN`).
+MIN_SIGMA_PIXELS = 1e-6
+
+
+def sigma_pixels(width, psize, fwhm_per_sigma):
+    """The Gaussian σ of a FWHM `width` (radians) in pixels, floored at
+    `MIN_SIGMA_PIXELS` (its gradient is 0 below the floor)."""
+    s = width / (fwhm_per_sigma * psize)
+    return jnp.maximum(s, jnp.asarray(MIN_SIGMA_PIXELS, s.dtype))
+
+
 def normalised(log_g, factor=None):
     """`F`-free normalisation `g / Σ g` of `g = exp(log_g) · factor`, computed as
     `exp(log_g − max log_g)` so that a profile far narrower than a pixel, or

@@ -13,7 +13,7 @@ from .._validation import (
     scalar_leaf,
 )
 from ._base import AbstractImageModel
-from ._parametric import check_inside, normalised, pixel_offsets
+from ._parametric import check_inside, normalised, pixel_offsets, sigma_pixels
 
 
 class RingImage(AbstractImageModel, strict=True):
@@ -95,7 +95,7 @@ class RingImage(AbstractImageModel, strict=True):
         r2 = dx * dx + dy * dy
         ok = r2 > 0
         r = safe_sqrt(r2)
-        s_w = self.width / (FWHM_PER_SIGMA * p)
+        s_w = sigma_pixels(self.width, p, FWHM_PER_SIGMA)
         log_radial = -0.5 * ((r - 0.5 * self.diameter / p) / s_w) ** 2
         # cos(θ − θ_A) with sin θ = Δx / r, cos θ = Δy / r (0 at the centre).
         proj = dx * jnp.sin(self.asymmetry_angle) + dy * jnp.cos(self.asymmetry_angle)

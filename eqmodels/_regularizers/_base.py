@@ -10,7 +10,7 @@ from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._custom_types import ArraySequence
 from .._grid import ImageGrid
-from .._terms._base import AbstractTerm, as_image, ImageLike
+from .._terms._base import AbstractTerm, as_image, ImageLike, term_grid
 from .._validation import as_real, is_concrete, scalar_leaf
 
 
@@ -37,7 +37,7 @@ class AbstractRegularizer(AbstractTerm, strict=True):
 
         **Returns:** the penalty (a scalar).
         """
-        return self.penalty(as_image(image))
+        return self.penalty(as_image(image, term_grid(self)))
 
 
 def check_image_shape(image: Float[Array, "..."], shape: tuple[int, ...], who: str):

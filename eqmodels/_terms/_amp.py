@@ -9,6 +9,7 @@ from .._numerics import safe_sqrt
 from ._base import AbstractDataTerm
 from ._common import (
     abs2,
+    check_amplitudes,
     real_rows,
     row_labels,
     term_from_data,
@@ -48,13 +49,19 @@ class AmpChi2(AbstractDataTerm, strict=True):
         """**Arguments:**
 
         - `forward`: forward model at the rows' `(u, v)`, points of shape `(n,)`.
-        - `amp`: observed amplitudes (Jy), shape `(n,)`.
+        - `amp`: observed amplitudes (Jy, `>= 0`, at most `1e6`), shape `(n,)`.
         - `sigma`: amplitude noise (Jy, > 0), shape `(n,)`.
         - `stations`, `time_index`: each row's station pair and time slot (see
           [`eqmodels.VisChi2`][]); default unknown (`-1`).
         """
         self.amp, self.weight, self.n_rows = real_rows(
-            forward, None, "AmpChi2", "amp", amp, sigma
+            forward,
+            None,
+            "AmpChi2",
+            "amp",
+            amp,
+            sigma,
+            check=lambda a: check_amplitudes("amp", a, term="AmpChi2", jy=True),
         )
         self.forward = forward
         self.stations, self.time_index = row_labels(
@@ -75,7 +82,16 @@ class AmpChi2(AbstractDataTerm, strict=True):
         - `forward`: `"direct"`, `"separable"` or `"nufft"`.
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
-        return term_from_data(cls, data, "amp", grid, forward, forward_kwargs)
+        return term_from_data(
+            cls,
+            data,
+            "amp",
+            grid,
+            forward,
+            forward_kwargs,
+            k=None,
+            product="an `AmpProducts` (from `eqmodels.amplitudes(data)`)",
+        )
 
     def residuals_from_vis(self, vis: Complex[Array, " n"]) -> Float[Array, " n"]:
         return jnp.sqrt(self.weight / self.n_rows) * (safe_sqrt(abs2(vis)) - self.amp)

@@ -14,6 +14,7 @@ visibilities.
 """
 
 import abc
+import math
 from collections.abc import Sequence
 from typing import ClassVar, TypeAlias
 
@@ -24,6 +25,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel, gather_index, take_rows
+from .._grid import ImageGrid
 from .._image._base import AbstractImageModel
 from .._validation import is_concrete
 from ._shared import merge, raw_source, share_key, SharedForward, unwrap
@@ -34,9 +36,36 @@ ImageLike: TypeAlias = Float[ArrayLike, "ny nx"] | AbstractImageModel
 
 def as_image(
     image: Float[ArrayLike, "ny nx"] | AbstractImageModel,
+    grid: ImageGrid | None = None,
 ) -> Float[Array, "ny nx"]:
-    """An image array from an image array or an image model."""
-    return image() if isinstance(image, AbstractImageModel) else jnp.asarray(image)
+    """An image array from an image array or an image model; an image model must be
+    on `grid` (when given; grids are static, so this is checked at trace time)."""
+    if isinstance(image, AbstractImageModel):
+        if grid is not None and not same_grid(image.grid, grid):
+            raise ValueError(
+                f"`image` is a {type(image).__name__} on {image.grid!r} but the term "
+                f"is built on {grid!r}: build the image model on the term's grid "
+                "(same shape and pixel size), or the term on the model's."
+            )
+        return image()
+    return jnp.asarray(image)
+
+
+def same_grid(a: ImageGrid, b: ImageGrid) -> bool:
+    """The same pixels: equal shapes and pixel sizes equal to 1e-9 (a grid from
+    `from_fov` and one from `ImageGrid(ny, nx, psize)` may differ by rounding)."""
+    return a.shape == b.shape and math.isclose(a.psize, b.psize, rel_tol=1e-9)
+
+
+def term_grid(term: "AbstractTerm") -> ImageGrid | None:
+    """The grid a term is built on: its forward model's (a data term; `None` when it
+    is served by an objective's shared transform), or a regularizer's `grid` field
+    (`None` for one that holds none)."""
+    fwd = getattr(term, "forward", None)
+    if isinstance(fwd, AbstractForwardModel):
+        return fwd.grid
+    grid = getattr(term, "grid", None)
+    return grid if isinstance(grid, ImageGrid) else None
 
 
 class AbstractTerm(eqx.Module, strict=True):
@@ -77,7 +106,13 @@ class AbstractTerm(eqx.Module, strict=True):
         return self.__mul__(weight)
 
     def __truediv__(self, weight) -> "Objective":
-        return self.__mul__(1.0 / _scalar_weight(weight))
+        w = _scalar_weight(weight)
+        if is_concrete(w) and float(w) == 0:
+            raise ZeroDivisionError(
+                "a term divided by a `weight` of 0: the weight would be infinite; "
+                "to switch a term off multiply it by 0 (`0 * term`)."
+            )
+        return self.__mul__(1.0 / w)
 
     def __add__(self, other) -> "Objective":
         if not isinstance(other, AbstractTerm):
@@ -110,7 +145,31 @@ def _scalar_weight(weight):
         )
     if jnp.iscomplexobj(w):
         raise TypeError("a term's weight must be real, got a complex number.")
+    if w.dtype == jnp.bool_:
+        raise TypeError("a term's weight must be a real number, got a boolean.")
+    check_weights("weight", w)
     return w
+
+
+def check_weights(name: str, weights) -> None:
+    """Concrete weights are finite and `>= 0`: a NaN or inf weight makes the
+    objective NaN or inf, and a negative one turns a penalty into a reward (the
+    optimiser would drive that term up). 0 switches a term off."""
+    if not is_concrete(weights):
+        return
+    w = np.asarray(weights)
+    if not np.isfinite(w).all():
+        raise ValueError(
+            f"`{name}` must be finite, got {w.tolist()}: a NaN or inf weight makes "
+            "the objective NaN or inf."
+        )
+    if (w < 0).any():
+        raise ValueError(
+            f"`{name}` must be >= 0, got {w.tolist()}: a negative weight turns the "
+            "term's penalty into a reward, which the optimiser drives up without "
+            "bound. Use 0 to switch a term off; to reward a quantity, write a term "
+            "whose penalty is its negative."
+        )
 
 
 class AbstractDataTerm(AbstractTerm, strict=True):
@@ -180,7 +239,7 @@ class AbstractDataTerm(AbstractTerm, strict=True):
                 "(`objective.report(image)`), or use the term you built the objective "
                 "from."
             )
-        return self.forward(as_image(image))
+        return self.forward(as_image(image, self.forward.grid))
 
     def __call__(self, image: ImageLike) -> Scalar:
         """**Arguments:** `image`, an `(ny, nx)` array or an image model.
@@ -300,6 +359,38 @@ def _unique_names(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _check_one_grid(names, terms, groups) -> None:
+    """Every term of an objective is on one grid: data terms (their own forward
+    model, or their shared transform's) and regularizers that hold a grid. Two
+    grids of one shape but different pixel sizes would otherwise combine silently."""
+    seen: list[tuple[ImageGrid, str]] = []
+    grids = [(term_grid(t), n) for n, t in zip(names, terms)]
+    grids += [(g.forward.grid, names[g.members[0]]) for g in groups]
+    for grid, name in grids:
+        if grid is None:
+            continue
+        for other, other_name in seen:
+            if not same_grid(grid, other):
+                raise ValueError(
+                    f"`terms` are on different image grids: {other_name!r} on "
+                    f"{other!r} but {name!r} on {grid!r}; build every data term "
+                    "and regularizer on one grid (same shape and pixel size)."
+                )
+        if not seen:
+            seen.append((grid, name))
+
+
+def objective_grid(objective: "Objective") -> ImageGrid | None:
+    """The one grid of an objective's terms (`None` if none holds a grid)."""
+    for g in objective.shared:
+        return g.forward.grid
+    for t in objective.terms:
+        grid = term_grid(t)
+        if grid is not None:
+            return grid
+    return None
+
+
 class Objective(AbstractTerm, strict=True):
     r"""A weighted sum of data terms and regularizers:
 
@@ -383,6 +474,7 @@ class Objective(AbstractTerm, strict=True):
                 f"`weights` has shape {weights.shape} but there are {len(terms)} "
                 "terms: one weight per term."
             )
+        check_weights("weights", weights)
         if names is not None:
             names = tuple(names)
             if len(names) != len(terms) or not all(isinstance(n, str) for n in names):
@@ -403,6 +495,7 @@ class Objective(AbstractTerm, strict=True):
                 flat_w.append(weights[i : i + 1])
                 flat_names.append(default_name(t) if names is None else names[i])
         self.share = bool(share)
+        _check_one_grid(_unique_names(flat_names), flat_terms, groups)
         if self.share:
             flat_terms, groups = _share(flat_terms, groups)
         self.terms = tuple(flat_terms)
@@ -427,6 +520,9 @@ class Objective(AbstractTerm, strict=True):
                 f"`weights` has shape {weights.shape}, expected {self.weights.shape} "
                 f"(one per term: {self.names})."
             )
+        if weights.dtype == jnp.bool_ or jnp.iscomplexobj(weights):
+            raise TypeError(f"`weights` must be real, got dtype {weights.dtype}.")
+        check_weights("weights", weights)
         return eqx.tree_at(
             lambda o: o.weights, self, weights.astype(self.weights.dtype)
         )
@@ -444,7 +540,7 @@ class Objective(AbstractTerm, strict=True):
         **Arguments:** `image`, an `(ny, nx)` array or an image model (evaluated
         once; each shared transform too).
         """
-        img = as_image(image)
+        img = as_image(image, objective_grid(self))
         served = self._served_vis(img)
         return tuple(
             t.chi2_from_vis(served[i]) if i in served else t(img)
@@ -474,7 +570,7 @@ class Objective(AbstractTerm, strict=True):
                 "residuals need non-negative weights (they are scaled by sqrt(w)); "
                 f"got {np.asarray(self.weights)}."
             )
-        img = as_image(image)
+        img = as_image(image, objective_grid(self))
         served = self._served_vis(img)
         out = []
         for i, t in enumerate(self.terms):

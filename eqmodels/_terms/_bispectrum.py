@@ -88,7 +88,16 @@ class BispectrumChi2(AbstractDataTerm, strict=True):
         - `forward`: `"direct"`, `"separable"` or `"nufft"`.
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
-        return term_from_data(cls, data, "bispectrum", grid, forward, forward_kwargs)
+        return term_from_data(
+            cls,
+            data,
+            "bispectrum",
+            grid,
+            forward,
+            forward_kwargs,
+            k=3,
+            product="a `BispectrumProducts` (from `eqmodels.bispectra(data)`)",
+        )
 
     def _diff(self, vis: Complex[Array, "n 3"]) -> Complex[Array, " n"]:
         return vis[:, 0] * vis[:, 1] * vis[:, 2] - self.bispectrum

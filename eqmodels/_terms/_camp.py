@@ -9,6 +9,7 @@ from .._numerics import safe_sqrt
 from ._base import AbstractDataTerm
 from ._common import (
     abs2,
+    check_amplitudes,
     live_rows,
     real_rows,
     row_labels,
@@ -49,14 +50,26 @@ class ClosureAmpChi2(AbstractDataTerm, strict=True):
         """**Arguments:**
 
         - `forward`: forward model at the legs' `(u, v)`, points of shape `(n, 4)`.
-        - `camp`: observed (debiased) closure amplitudes, shape `(n,)`.
+        - `camp`: observed (debiased) closure amplitudes (`>= 0`), shape `(n,)`.
         - `sigma`: their noise (> 0), shape `(n,)`.
         - `stations`: each leg's station pair (oriented as the leg is walked), and
           `time_index` each row's time slot (see [`eqmodels.VisChi2`][]); default
           unknown (`-1`).
         """
         self.camp, self.weight, self.n_rows = real_rows(
-            forward, 4, "ClosureAmpChi2", "camp", camp, sigma
+            forward,
+            4,
+            "ClosureAmpChi2",
+            "camp",
+            camp,
+            sigma,
+            check=lambda c: check_amplitudes(
+                "camp",
+                c,
+                term="ClosureAmpChi2",
+                jy=False,
+                hint=" for log closure amplitudes use `LogClosureAmpChi2`;",
+            ),
         )
         self.forward = forward
         self.stations, self.time_index = row_labels(
@@ -77,7 +90,16 @@ class ClosureAmpChi2(AbstractDataTerm, strict=True):
         - `forward`: `"direct"`, `"separable"` or `"nufft"`.
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
-        return term_from_data(cls, data, "camp", grid, forward, forward_kwargs)
+        return term_from_data(
+            cls,
+            data,
+            "camp",
+            grid,
+            forward,
+            forward_kwargs,
+            k=4,
+            product="a `ClosureAmpProducts` (from `eqmodels.closure_amplitudes(data)`)",
+        )
 
     def _diff(self, vis: Complex[Array, "n 4"]) -> Float[Array, " n"]:
         live = live_rows(self.weight)

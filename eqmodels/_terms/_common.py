@@ -75,15 +75,27 @@ def inverse_variance(sigma, dtype) -> Float[Array, "*s"]:
 
 
 def real_rows(
-    forward, k: int | None, term: str, name: str, values, sigma, *, radians=False
+    forward,
+    k: int | None,
+    term: str,
+    name: str,
+    values,
+    sigma,
+    *,
+    radians=False,
+    check=None,
 ):
     """The checked `(values, weight, n_rows)` of a term with one real value per row
-    (`values` in radians when `radians`), `weight = 1/σ²`, `n_rows` a 0-d leaf."""
+    (`values` in radians when `radians`; `check(values)` run on the finite,
+    concrete values), `weight = 1/σ²`, `n_rows` a 0-d leaf."""
     check_forward(forward, k, term)
     n = forward.u.shape[0]
     dtype, _ = values_dtype(forward)
     if radians:
         check_radians(name, values)
+    if check is not None:
+        checked = as_real(name, values)
+        check(checked)
     values = check_values(name, values, n, dtype)
     return values, weight_from_sigma(sigma, n, dtype), n_rows_leaf(int(n))
 
@@ -154,6 +166,35 @@ def values_dtype(forward: AbstractForwardModel):
     return dtype, (np.complex64 if dtype == np.float32 else np.complex128)
 
 
+#: Largest plausible amplitude (Jy) of an observed visibility; the same limit as
+#: `load_uvfits`'s plausibility check.
+MAX_AMPLITUDE_JY: float = 1e6
+
+
+def check_amplitudes(name: str, x, *, term: str, jy: bool, hint: str = "") -> None:
+    """Amplitudes are `>= 0` (a negative one is a sign error, log-amplitudes passed
+    as amplitudes, or an undebiased sum gone wrong) and, when in Jy (`jy`), at most
+    `MAX_AMPLITUDE_JY` (corrupt values or other units). Concrete values only."""
+    if not is_concrete(x) or np.size(x) == 0:
+        return
+    arr = np.asarray(x)
+    neg = arr < 0
+    if neg.any():
+        raise ValueError(
+            f"`{name}` has {int(neg.sum())} negative value(s), first "
+            f"{float(arr[neg][0]):.4g} at index {int(np.argmax(neg))}: {term} needs "
+            f"amplitudes >= 0 (a modulus);{hint} flag or drop those rows."
+        )
+    if jy:
+        big = np.abs(arr) > MAX_AMPLITUDE_JY
+        if big.any():
+            raise ValueError(
+                f"`{name}` reaches {float(np.abs(arr).max()):.4g} Jy, above the "
+                f"{MAX_AMPLITUDE_JY:g} Jy no observation produces: corrupt values, or "
+                "not in Jy (convert to Jy, or flag those rows)."
+            )
+
+
 def check_radians(name: str, x: Float[ArrayLike, "*s"]) -> None:
     """Phases beyond 2π are almost always degrees by mistake."""
     if is_concrete(x) and np.size(x) and float(np.max(np.abs(x))) > 2 * np.pi + 1e-9:
@@ -164,12 +205,49 @@ def check_radians(name: str, x: Float[ArrayLike, "*s"]) -> None:
         )
 
 
+def check_product(data, values: str, k, term: str, product: str) -> None:
+    """`data` is the product `term.from_data` needs: it has `u`, `v`, `<values>`
+    and `sigma`, and its points are `(n,)` (`k` None), `(n, k)`, or any shape (`k`
+    is `...`). A `TypeError` naming the expected product otherwise."""
+    got = type(data).__name__
+    need = ("u", "v", values, "sigma")
+    missing = [n for n in need if not hasattr(data, n)]
+    if missing:
+        raise TypeError(
+            f"`data` must be {product} for `{term}.from_data` (anything with "
+            + ", ".join(f"`{n}`" for n in need)
+            + f"), got {got}, which has no "
+            + ", ".join(f"`{n}`" for n in missing)
+            + "."
+        )
+    if k is ...:
+        return
+    shape = tuple(np.shape(data.u))
+    ok = len(shape) == 1 if k is None else (len(shape) == 2 and shape[1] == k)
+    if not ok:
+        want = "(n,)" if k is None else f"(n, {k})"
+        raise TypeError(
+            f"`data` must be {product} for `{term}.from_data`, with points `u` of "
+            f"shape {want}; got {got} with `u` of shape {shape}."
+        )
+
+
 def term_from_data(
-    cls, data, values: str, grid: ImageGrid, forward: str, forward_kwargs: dict
+    cls,
+    data,
+    values: str,
+    grid: ImageGrid,
+    forward: str,
+    forward_kwargs: dict,
+    *,
+    k,
+    product: str,
 ):
     """The body of the terms' `from_data`: `cls(forward model at (data.u, data.v),
     data.<values>, data.sigma)`, with the legs' station pairs and the rows' time
-    slots when `data` carries them (`legs` / `stations` and `time_index`)."""
+    slots when `data` carries them (`legs` / `stations` and `time_index`). `data`
+    is checked to be `product` first (see `check_product`)."""
+    check_product(data, values, k, cls.__name__, product)
     fwd = make_forward(forward, grid, data.u, data.v, **forward_kwargs)
     legs = getattr(data, "legs", None)
     if legs is None:  # a VisData or AmpProducts: the row's own pair

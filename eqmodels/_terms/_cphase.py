@@ -79,7 +79,16 @@ class ClosurePhaseChi2(AbstractDataTerm, strict=True):
         - `forward`: `"direct"`, `"separable"` or `"nufft"`.
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
-        return term_from_data(cls, data, "cphase", grid, forward, forward_kwargs)
+        return term_from_data(
+            cls,
+            data,
+            "cphase",
+            grid,
+            forward,
+            forward_kwargs,
+            k=3,
+            product="a `ClosurePhaseProducts` (from `eqmodels.closure_phases(data)`)",
+        )
 
     def _rotated(self, vis: Complex[Array, "n 3"]):
         """`(Re, Im)` of `B̂ e^{−iψ}` and `|B̂|²`, with dead or zero rows made safe."""

@@ -78,7 +78,16 @@ class LogClosureAmpChi2(AbstractDataTerm, strict=True):
         - `forward`: `"direct"`, `"separable"` or `"nufft"`.
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
-        return term_from_data(cls, data, "logcamp", grid, forward, forward_kwargs)
+        return term_from_data(
+            cls,
+            data,
+            "logcamp",
+            grid,
+            forward,
+            forward_kwargs,
+            k=4,
+            product="a `LogClosureAmpProducts` (from `eqmodels.log_closure_amplitudes(data)`)",
+        )
 
     def _diff(self, vis: Complex[Array, "n 4"]) -> Float[Array, " n"]:
         sq = where_live(live_rows(self.weight), abs2(vis))

@@ -8,10 +8,11 @@ from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
 from .._grid import ImageGrid
-from .._validation import as_complex, as_real, check_same_shape
+from .._validation import as_complex, as_real, check_same_shape, is_concrete
 from ._base import AbstractDataTerm, n_rows_leaf
 from ._common import (
     abs2,
+    check_amplitudes,
     check_forward_type,
     inverse_variance,
     row_labels,
@@ -61,6 +62,8 @@ class VisChi2(AbstractDataTerm, strict=True):
         check_forward_type(forward, "VisChi2")
         dtype, ctype = values_dtype(forward)
         vis = as_complex("vis", vis)
+        if is_concrete(vis):
+            check_amplitudes("vis", np.abs(vis), term="VisChi2", jy=True)
         sigma = as_real("sigma", sigma)
         check_same_shape(("vis", "sigma", "forward.u"), vis, sigma, forward.u)
         self.forward = forward
@@ -84,7 +87,16 @@ class VisChi2(AbstractDataTerm, strict=True):
         - `forward`: `"direct"`, `"separable"` or `"nufft"`.
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
-        return term_from_data(cls, data, "vis", grid, forward, forward_kwargs)
+        return term_from_data(
+            cls,
+            data,
+            "vis",
+            grid,
+            forward,
+            forward_kwargs,
+            k=...,
+            product="a `VisData`",
+        )
 
     def residuals_from_vis(self, vis: Complex[Array, "*points"]) -> Float[Array, " m"]:
         d = vis - self.vis
