@@ -1,0 +1,143 @@
+"""`survey`: equals single solves per configuration; ranking and top set; resume
+after an interruption (in process, and after SIGKILL in a child process) loses
+nothing and recomputes nothing finished; the compilation cache serves a second
+process; errors."""
+
+import json
+import pathlib
+import signal
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import eqmodels as em
+from tests.helpers import assert_allclose
+from tests.survey_problem import configurations, GRID, MAX_STEPS, SOLVER
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def problem():
+    objectives, model = configurations()
+    singles = [em.solve(o, model, SOLVER, max_steps=MAX_STEPS) for o in objectives]
+    return objectives, model, singles
+
+
+def _survey(objectives, model, **kw):
+    kw.setdefault("chunk_size", 1)
+    kw.setdefault("devices", jax.devices()[:2])
+    return em.survey(objectives, model, SOLVER, max_steps=MAX_STEPS, **kw)
+
+
+def test_survey_equals_single_solves(problem):
+    objectives, model, singles = problem
+    # 6 configurations, 2 devices × 2 per chunk = 4: two chunks, the last padded.
+    res = _survey(objectives, model, chunk_size=2)
+    assert len(res) == 6 and res.computed_chunks == (0, 1)
+    for i, s in enumerate(singles):
+        assert_allclose(res.solutions.model.params[i], s.model.params, rtol=1e-9)
+        assert_allclose(res.solutions.value[i], s.value, rtol=1e-10)
+        assert int(res.solutions.steps[i]) == int(s.steps)
+        assert_allclose(res[i].report["vis"], s.report["vis"], rtol=1e-10)
+    # Ranked by χ² (the data terms' mean; here the one VisChi2).
+    chi2 = np.array([float(s.report["vis"]) for s in singles])
+    assert res.data_names == ("vis",)
+    np.testing.assert_array_equal(res.ranking(), np.argsort(chi2))
+    threshold = float(np.median(chi2))
+    top = res.top_set(threshold)
+    expected = [i for i in np.argsort(chi2) if chi2[i] <= threshold]
+    np.testing.assert_array_equal(top, expected)
+    np.testing.assert_array_equal(res.top_set({"vis": threshold}), expected)
+
+
+def test_survey_on_one_device_and_uneven_split(problem):
+    objectives, model, singles = problem
+    res = _survey(objectives[:5], model, chunk_size=2, devices=jax.devices()[:3])
+    for i in range(5):
+        assert_allclose(
+            res.solutions.model.params[i], singles[i].model.params, rtol=1e-9
+        )
+
+
+def test_resume_after_an_interruption_recomputes_nothing(problem, tmp_path):
+    objectives, model, singles = problem
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_first(i, sol):
+        if i == 1:
+            raise Stop
+
+    with pytest.raises(Stop):
+        _survey(objectives, model, checkpoint=tmp_path, callback=stop_after_first)
+    assert sorted(p.name for p in tmp_path.glob("chunk_*.npz")) == [
+        "chunk_00000.npz",
+        "chunk_00001.npz",
+    ]
+    res = _survey(objectives, model, checkpoint=tmp_path)
+    assert res.loaded_chunks == (0, 1) and res.computed_chunks == (2,)
+    for i, s in enumerate(singles):
+        assert_allclose(res.solutions.model.params[i], s.model.params, rtol=1e-9)
+    # Everything finished: nothing is computed again.
+    again = _survey(objectives, model, checkpoint=tmp_path)
+    assert again.computed_chunks == () and again.loaded_chunks == (0, 1, 2)
+    # Another survey in the same folder is refused.
+    with pytest.raises(ValueError, match="`checkpoint`"):
+        _survey(objectives[:4], model, checkpoint=tmp_path)
+
+
+def _child(*args):
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "survey_child.py"), *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_survey_killed_with_sigkill_resumes_and_cache_serves_second_process(
+    problem, tmp_path
+):
+    objectives, model, singles = problem
+    ckpt, cache = tmp_path / "ckpt", tmp_path / "cache"
+    first = _child(ckpt, cache, tmp_path / "a.json", 1)
+    assert first.returncode == -signal.SIGKILL, first.stderr[-2000:]
+    assert not (tmp_path / "a.json").exists()
+    assert len(list(ckpt.glob("chunk_*.npz"))) == 2
+    assert any(cache.iterdir())  # the first process wrote its programs
+    second = _child(ckpt, cache, tmp_path / "b.json")
+    assert second.returncode == 0, second.stderr[-2000:]
+    out = json.loads((tmp_path / "b.json").read_text())
+    assert out["loaded"] == [0, 1] and out["computed"] == [2]
+    assert out["cache_hits"] >= 1  # the chunk program came from the cache
+    params = np.array(out["params"])
+    for i, s in enumerate(singles):
+        assert_allclose(params[i], s.model.params, rtol=1e-9)
+
+
+def test_survey_errors(problem):
+    objectives, model, _ = problem
+    with pytest.raises(ValueError, match="`objectives`"):
+        em.survey([], model)
+    with pytest.raises(ValueError, match="`model`"):
+        em.survey(objectives, [model, model])
+    with pytest.raises(ValueError, match="`chunk_size`"):
+        em.survey(objectives, model, chunk_size=0)
+    other = em.VisChi2(
+        em.DirectFT(GRID, np.array([1e9, 2e9]), np.array([0.0, 1e9])),
+        jnp.ones(2, complex),
+        np.ones(2),
+    ) + em.TSV(GRID)
+    with pytest.raises(ValueError, match="pad data sets"):
+        em.survey([objectives[0], other], model)
+    res = _survey(objectives[:2], model)
+    with pytest.raises(ValueError, match="not report keys"):
+        res.chi2(["cphase"])
