@@ -141,3 +141,17 @@ def test_survey_errors(problem):
     res = _survey(objectives[:2], model)
     with pytest.raises(ValueError, match="not report keys"):
         res.chi2(["cphase"])
+
+
+@pytest.mark.parametrize(
+    "solver", [em.LBFGS(), em.LevenbergMarquardt(chunk_size=8)], ids=["zoom", "lm"]
+)
+def test_survey_other_solvers_equal_single_solves(problem, solver):
+    objectives, model, _ = problem
+    # Data terms only (least squares): configurations 0 and 3 differ in their data.
+    objectives = [objectives[i].terms[0] for i in (0, 3)]
+    res = em.survey(objectives, model, solver, max_steps=15, devices=jax.devices()[:1])
+    for i, o in enumerate(objectives):
+        s = em.solve(o, model, solver, max_steps=15)
+        assert_allclose(res.solutions.model.params[i], s.model.params, rtol=1e-9)
+        assert int(res.solutions.steps[i]) == int(s.steps)

@@ -18,7 +18,7 @@ on the round-1 M87 objective (see `docs/solvers.md`):
 import jax
 import jax.numpy as jnp
 
-from ._common import FTOL, LINESEARCH, RUNNING, stop_reason
+from ._common import batch_while_loop, FTOL, gate, LINESEARCH, RUNNING, stop_reason
 
 
 _C1 = 1e-4  # Armijo sufficient-decrease constant
@@ -49,7 +49,7 @@ def _two_loop(g, s_buf, y_buf, rho, head, count):
     return r
 
 
-def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps):
+def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps, axis_name=None):
     """Minimise `fn` (flat vector → scalar) from `x0`.
 
     **Returns:** `(x, f, steps, reason, evaluations)`.
@@ -62,7 +62,7 @@ def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps):
     def initial_alpha(d):
         return jnp.minimum(1.0, 1.0 / jnp.maximum(jnp.linalg.norm(d), 1e-300))
 
-    def body(c):
+    def body(c, active):
         (
             x,
             f,
@@ -92,10 +92,13 @@ def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps):
         s = x_t - x
         y = g_t - g
         sy = jnp.dot(s, y)
-        good = accept & started & (sy > 1e-10 * jnp.dot(y, y))
-        s_buf = jnp.where(good, s_buf.at[head].set(s), s_buf)
-        y_buf = jnp.where(good, y_buf.at[head].set(y), y_buf)
-        rho = jnp.where(good, rho.at[head].set(1.0 / jnp.where(good, sy, 1.0)), rho)
+        good = accept & started & (sy > 1e-10 * jnp.dot(y, y)) & active
+        # In-place row updates (a `where` over the whole buffer would copy it).
+        s_buf = s_buf.at[head].set(jnp.where(good, s, s_buf[head]))
+        y_buf = y_buf.at[head].set(jnp.where(good, y, y_buf[head]))
+        rho = rho.at[head].set(
+            jnp.where(good, 1.0 / jnp.where(good, sy, 1.0), rho[head])
+        )
         head = jnp.where(good, (head + 1) % memory_size, head)
         count = jnp.where(good, jnp.minimum(count + 1, memory_size), count)
         # The next direction from the accepted point.
@@ -129,7 +132,7 @@ def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps):
         )
         # The first evaluation cannot be "ftol" (there is no previous value).
         reason = jnp.where(~started & (reason == FTOL), RUNNING, reason)
-        return (
+        new = (
             x_a,
             f_a,
             g_a,
@@ -146,8 +149,12 @@ def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps):
             evals,
             reason.astype(jnp.int32),
         )
+        # Buffers were updated in place only where `good` (which includes
+        # `active`); everything else of a finished member is left as it was.
+        small = gate(active, new[:5] + new[7:], c[:5] + c[7:])
+        return small[:5] + (new[5], new[6]) + small[5:]
 
-    def cond(c):
+    def running(c):
         started, k, reason = c[-5], c[-4], c[-1]
         # The first evaluation (the start) always runs, so `value` is defined.
         return (reason == RUNNING) & ((k < opts.max_steps) | ~started)
@@ -169,6 +176,6 @@ def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps):
         zero_i,
         jnp.asarray(RUNNING, jnp.int32),
     )
-    c = jax.lax.while_loop(cond, body, init)
+    c = batch_while_loop(running, body, init, axis_name)
     x, f, k, evals, reason = c[0], c[1], c[-4], c[-2], c[-1]
     return x, f, k, reason, evals

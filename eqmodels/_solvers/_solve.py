@@ -11,7 +11,16 @@ import optax
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Bool, Float, Int, PyTree, Scalar
 
-from ._common import FTOL, GTOL, NONFINITE, REASONS, RUNNING, stop_reason
+from ._common import (
+    batch_while_loop,
+    FTOL,
+    gate,
+    GTOL,
+    NONFINITE,
+    REASONS,
+    RUNNING,
+    stop_reason,
+)
 from ._jacobian import auto_chunk, dense_jacobian, flat_residual_fn
 from ._lbfgs import lbfgs_backtracking
 from ._solvers import (
@@ -93,7 +102,7 @@ def _match_types(init, like):
     return jax.tree.map(cast, init, like)
 
 
-def _gradient_loop(solver, fn, params, opts):
+def _gradient_loop(solver, fn, params, opts, axis_name=None):
     tx = solver.transformation()
     value_and_grad = jax.value_and_grad(fn)
     f0, g0 = value_and_grad(params)
@@ -143,11 +152,13 @@ def _gradient_loop(solver, fn, params, opts):
     )
     zero = jnp.zeros((), jnp.int32)
     init = (params, state0, f0, g0, zero + 1, zero, reason0)
-    params, _, f, _, evals, k, reason = jax.lax.while_loop(cond, body, init)
+    params, _, f, _, evals, k, reason = batch_while_loop(
+        cond, lambda c, active: gate(active, body(c), c), init, axis_name
+    )
     return params, f, k, reason, evals
 
 
-def _least_squares_loop(solver, resid, x0, opts, chunk):
+def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
     """Gauss-Newton / Levenberg-Marquardt on the flat parameter vector."""
     lm = isinstance(solver, LevenbergMarquardt)
 
@@ -219,7 +230,9 @@ def _least_squares_loop(solver, resid, x0, opts, chunk):
         jnp.zeros((), jnp.int32),
         reason0,
     )
-    x, *_, k, reason = jax.lax.while_loop(cond, body, init)
+    x, *_, k, reason = batch_while_loop(
+        cond, lambda c, active: gate(active, body(c), c), init, axis_name
+    )
     return x, k, reason, k + 1
 
 
@@ -232,8 +245,11 @@ def _solve_jit(objective, model, solver, opts, filter_spec, chunk):
 TRACE_COUNT = [0]
 
 
-def solve_traced(objective, model, solver, opts, filter_spec, chunk) -> Solution:
-    """The body of `solve`, traceable (used by `solve` and `survey`)."""
+def solve_traced(
+    objective, model, solver, opts, filter_spec, chunk, axis_name=None
+) -> Solution:
+    """The body of `solve`, traceable (used by `solve` and `survey`; `survey`
+    passes the name of its `vmap` axis, see `batch_while_loop`)."""
     TRACE_COUNT[0] += 1
     params, static = eqx.partition(model, filter_spec)
 
@@ -244,7 +260,12 @@ def solve_traced(objective, model, solver, opts, filter_spec, chunk) -> Solution
             return objective(eqx.combine(unravel(x), static))
 
         x, value, steps, reason, evals = lbfgs_backtracking(
-            flat_fn, x0, opts, solver.memory_size, solver.max_linesearch_steps
+            flat_fn,
+            x0,
+            opts,
+            solver.memory_size,
+            solver.max_linesearch_steps,
+            axis_name,
         )
         final = eqx.combine(unravel(x), static)
     elif isinstance(solver, AbstractGradientSolver):
@@ -252,11 +273,15 @@ def solve_traced(objective, model, solver, opts, filter_spec, chunk) -> Solution
         def fn(p):
             return objective(eqx.combine(p, static))
 
-        params, value, steps, reason, evals = _gradient_loop(solver, fn, params, opts)
+        params, value, steps, reason, evals = _gradient_loop(
+            solver, fn, params, opts, axis_name
+        )
         final = eqx.combine(params, static)
     else:
         resid, x0, unravel = flat_residual_fn(objective, model, filter_spec)
-        x, steps, reason, evals = _least_squares_loop(solver, resid, x0, opts, chunk)
+        x, steps, reason, evals = _least_squares_loop(
+            solver, resid, x0, opts, chunk, axis_name
+        )
         final = eqx.combine(unravel(x), static)
         value = objective(final)
     report = objective.report(final) if hasattr(objective, "report") else {}

@@ -28,7 +28,8 @@ from ._solve import (
 from ._solvers import AbstractLeastSquaresSolver, AbstractSolver, as_solver
 
 
-_AXIS = "survey"
+_AXIS = "survey"  # the device mesh axis
+_VMAP_AXIS = "survey_batch"  # the vmap axis (its loop condition is psum-reduced)
 
 
 class SurveyResult(eqx.Module, strict=True):
@@ -177,9 +178,11 @@ def _fingerprint(shared, stacked, solver, opts_record) -> str:
 def _run_chunk(shared, batched, solver, opts, filter_spec, jac_chunk):
     def one(b):
         objective, model = eqx.combine(b, shared)
-        return solve_traced(objective, model, solver, opts, filter_spec, jac_chunk)
+        return solve_traced(
+            objective, model, solver, opts, filter_spec, jac_chunk, _VMAP_AXIS
+        )
 
-    return jax.vmap(one)(batched)
+    return jax.vmap(one, axis_name=_VMAP_AXIS)(batched)
 
 
 def _progress(total: int, enabled: bool):
