@@ -5,7 +5,7 @@ L-BFGS iterations each, batched by `eqmodels.survey` vs a Python loop of single
 Problem: as `benchmarks/imaging.py` (64², float64, log pixels from the perturbed
 prior). Configurations: the entropy weight × the TV weight on an 8 × 8 logarithmic
 grid (4 × 4 with `--quick`), every other weight as published. Both lanes use
-`LBFGS(linesearch="backtracking")` (the survey default: under `vmap` its members
+`LBFGS()` (backtracking line search, the default: under `vmap` its members
 advance one evaluation at a time, independently) and `max_steps=100` with
 tolerances 0 (every member runs 100 iterations). Compilation is excluded from the
 throughputs (each lane runs once untimed first) and reported separately.
@@ -61,7 +61,7 @@ def main():
             configs.append(w)
     objectives = [obj.with_weights(w) for w in configs]
     n = len(objectives)
-    solver = em.LBFGS(linesearch="backtracking")
+    solver = em.LBFGS()  # backtracking line search, the default
     kw = dict(max_steps=ITERS, ftol=0.0, gtol=0.0)
     device = jax.devices()[:1]
     print(f"{n} configurations, {ITERS} iterations each, 64², float64")

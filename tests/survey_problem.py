@@ -29,5 +29,5 @@ def configurations():
     return objectives, model
 
 
-SOLVER = em.LBFGS(linesearch="backtracking")
+SOLVER = em.LBFGS()
 MAX_STEPS = 40

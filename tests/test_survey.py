@@ -144,7 +144,9 @@ def test_survey_errors(problem):
 
 
 @pytest.mark.parametrize(
-    "solver", [em.LBFGS(), em.LevenbergMarquardt(chunk_size=8)], ids=["zoom", "lm"]
+    "solver",
+    [em.LBFGS(linesearch="zoom"), em.LevenbergMarquardt(chunk_size=8)],
+    ids=["zoom", "lm"],
 )
 def test_survey_other_solvers_equal_single_solves(problem, solver):
     objectives, model, _ = problem

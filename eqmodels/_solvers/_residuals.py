@@ -2,7 +2,7 @@
 
 Gauss-Newton and Levenberg-Marquardt need a residual vector `r` with
 `Σ r² = Σ_d w_d χ²_d`. Every residual access of `eqmodels._solvers` goes through
-[`objective_residuals`][]; when `Objective.residuals` lands (issue 7) this function
+`objective_residuals`; when `Objective.residuals` lands (issue 7) this function
 becomes a call to it.
 """
 

@@ -360,11 +360,11 @@ def solve(
     - `model`: the initial image model — a [`eqmodels.PixelImage`][] (masked or
       not), a parametric model, a user's neural field: any module whose
       floating-point leaves are the parameters.
-    - `solver`: an [`eqmodels.LBFGS`][] (default, zoom line search),
-      `LBFGS(linesearch="backtracking")`, [`eqmodels.Adam`][], any
+    - `solver`: an [`eqmodels.LBFGS`][] (default: backtracking line search;
+      `LBFGS(linesearch="zoom")` for optax's zoom search), [`eqmodels.Adam`][], any
       `optax.GradientTransformation`, [`eqmodels.GaussNewton`][] or
       [`eqmodels.LevenbergMarquardt`][] (least-squares objectives only); or a name:
-      `"lbfgs"`, `"lbfgs-backtracking"`, `"adam"`, `"gauss-newton"`,
+      `"lbfgs"`, `"lbfgs-zoom"`, `"adam"`, `"gauss-newton"`,
       `"levenberg-marquardt"`.
     - `max_steps`: the most iterations.
     - `ftol`: stop when `(f_prev − f) ≤ ftol · max(|f_prev|, |f|, 1)` (scipy's

@@ -210,7 +210,7 @@ class _TextProgress:
 def survey(
     objectives: Sequence[Callable],
     model: PyTree | Sequence[PyTree],
-    solver: AbstractSolver | str | optax.GradientTransformation = "lbfgs-backtracking",
+    solver: AbstractSolver | str | optax.GradientTransformation = "lbfgs",
     *,
     max_steps: int = 100,
     ftol: float = 1e-10,
@@ -246,8 +246,8 @@ def survey(
       structure.
     - `model`: the initial model, shared, or a sequence of one per configuration.
     - `solver`, `max_steps`, `ftol`, `gtol`, `params`: as for [`eqmodels.solve`][].
-      The default solver is `LBFGS(linesearch="backtracking")`: under `vmap` its
-      members advance one evaluation at a time, independently.
+      The default, `LBFGS()` (backtracking line search), lets every member advance
+      one evaluation at a time, independently.
     - `chunk_size`: configurations per device per chunk (default: all of them in
       one chunk, up to 64 per device).
     - `devices`: the devices to split each chunk over (default: all devices of
