@@ -145,8 +145,8 @@ def test_survey_errors(problem):
 
 @pytest.mark.parametrize(
     "solver",
-    [em.LBFGS(linesearch="zoom"), em.LevenbergMarquardt(chunk_size=8)],
-    ids=["zoom", "lm"],
+    [em.Adam(0.01), em.LevenbergMarquardt(chunk_size=8)],
+    ids=["adam", "lm"],
 )
 def test_survey_other_solvers_equal_single_solves(problem, solver):
     objectives, model, _ = problem
@@ -157,3 +157,27 @@ def test_survey_other_solvers_equal_single_solves(problem, solver):
         s = em.solve(o, model, solver, max_steps=15)
         assert_allclose(res.solutions.model.params[i], s.model.params, rtol=1e-9)
         assert int(res.solutions.steps[i]) == int(s.steps)
+
+
+def test_survey_auto_chunk_follows_the_memory_budget(problem, capsys):
+    objectives, model, singles = problem
+    # 4 configurations on 2 devices: at most 2 per device; the chunk programs are
+    # the ones the other tests compiled (1 and 2 per device).
+    small = _survey(objectives[:4], model, chunk_size="auto", memory_budget=1)
+    assert small.chunk_size == 1 and small.computed_chunks == (0, 1)
+    big = _survey(objectives[:4], model, chunk_size="auto", memory_budget=2**30)
+    assert big.chunk_size == 2 and big.computed_chunks == (0,)
+    for i in range(4):
+        assert_allclose(
+            big.solutions.model.params[i], singles[i].model.params, rtol=1e-9
+        )
+    # Progress between chunks (plain lines without tqdm).
+    _survey(objectives[:4], model, progress=True)
+    assert "survey: 4/4 configurations" in capsys.readouterr().err
+
+
+def test_enable_compilation_cache_rejects_a_file(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(ValueError, match="`path`"):
+        em.enable_compilation_cache(f)

@@ -17,7 +17,12 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, Float, Int, PyTree
 
-from ._jacobian import auto_chunk
+from ._jacobian import (
+    auto_chunk,
+    check_memory_budget,
+    DEFAULT_MEMORY_BUDGET,
+    structure_key,
+)
 from ._solve import (
     _param_dtype,
     check_objective,
@@ -40,12 +45,14 @@ class SurveyResult(eqx.Module, strict=True):
       `solutions.value`, `solutions.report["cphase"]`, `solutions.steps`, ...).
     - `data_names`: the report keys of the data terms (what `chi2` and `top_set`
       use).
+    - `chunk_size`: configurations per device per chunk (as chosen for `"auto"`).
     - `computed_chunks`, `loaded_chunks`: which chunks this call computed and
       which it read back from the checkpoint folder.
     """
 
     solutions: Solution
     data_names: tuple[str, ...] = eqx.field(static=True)
+    chunk_size: int = eqx.field(static=True)
     computed_chunks: tuple[int, ...] = eqx.field(static=True)
     loaded_chunks: tuple[int, ...] = eqx.field(static=True)
 
@@ -216,7 +223,8 @@ def survey(
     ftol: float = 1e-10,
     gtol: float = 1e-10,
     params: Callable[[Any], bool] = eqx.is_inexact_array,
-    chunk_size: int | None = None,
+    chunk_size: int | str | None = None,
+    memory_budget: int | float = DEFAULT_MEMORY_BUDGET,
     devices: Sequence[jax.Device] | None = None,
     checkpoint: str | os.PathLike | None = None,
     progress: bool = False,
@@ -249,7 +257,11 @@ def survey(
       The default, `LBFGS()` (backtracking line search), lets every member advance
       one evaluation at a time, independently.
     - `chunk_size`: configurations per device per chunk (default: all of them in
-      one chunk, up to 64 per device).
+      one chunk, up to 64 per device), or `"auto"`: the largest chunk whose memory,
+      modelled as `m0 + m1·chunk` from XLA's memory analysis of the chunk program
+      compiled for two sizes (two extra compilations), fits `memory_budget`.
+    - `memory_budget`: bytes of temporary memory per device for one chunk
+      (`"auto"` only).
     - `devices`: the devices to split each chunk over (default: all devices of
       the default backend); the number of configurations need not divide evenly.
     - `checkpoint`: a folder for finished chunks (created), or `None`.
@@ -280,16 +292,19 @@ def survey(
     if not devices:
         raise ValueError("`devices` is empty.")
     n_dev = len(devices)
+    per_device = -(-n // n_dev)
     if chunk_size is None:
-        chunk_size = min(-(-n // n_dev), 64)
-    if (
+        chunk_size = min(per_device, 64)
+    auto = isinstance(chunk_size, str) and chunk_size == "auto"
+    if not auto and (
         isinstance(chunk_size, bool)
         or not isinstance(chunk_size, int)
         or chunk_size < 1
     ):
-        raise ValueError(f"`chunk_size` must be a positive int, got {chunk_size!r}.")
-    batch = chunk_size * n_dev
-    n_chunks = -(-n // batch)
+        raise ValueError(
+            f"`chunk_size` must be a positive int or 'auto', got {chunk_size!r}."
+        )
+    check_memory_budget(memory_budget)
 
     shared, stacked = _split(list(zip(objectives, models)))
     dtype = _param_dtype(models[0], params)
@@ -306,6 +321,19 @@ def survey(
     shared_dev = jax.tree.map(
         lambda x: jax.device_put(x, replicated) if eqx.is_array(x) else x, shared
     )
+
+    if auto:
+        chunk_size = _auto_chunk(
+            shared_dev,
+            stacked,
+            rows,
+            n_dev,
+            per_device,
+            memory_budget,
+            (solver, opts, params, jac_chunk),
+        )
+    batch = chunk_size * n_dev
+    n_chunks = -(-n // batch)
 
     def chunk_inputs(i):
         idx = np.arange(i * batch, (i + 1) * batch)
@@ -385,9 +413,50 @@ def survey(
     return SurveyResult(
         solutions=jax.tree.unflatten(out_def, joined),
         data_names=data_names,
+        chunk_size=chunk_size,
         computed_chunks=tuple(computed),
         loaded_chunks=tuple(loaded),
     )
+
+
+_MEMORY: dict = {}  # measured chunk memory, per problem structure and chunk size
+
+
+def _auto_chunk(shared_dev, stacked, rows, n_dev, per_device, budget, rest) -> int:
+    """The largest chunk (per device) whose temporary memory, modelled as
+    `m0 + m1·chunk` from XLA's memory analysis of two compiled chunk sizes, fits
+    `budget` bytes per device."""
+    dyn, static = eqx.partition(shared_dev, eqx.is_array)
+
+    def run(d, b):
+        return _run_chunk(eqx.combine(d, static), b, *rest)
+
+    def temp(c):
+        abstract = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(
+                (c * n_dev, *x.shape[1:]), x.dtype, sharding=rows
+            ),
+            stacked,
+        )
+        analysis = jax.jit(run).lower(dyn, abstract).compile().memory_analysis()
+        if analysis is None:
+            return None
+        return analysis.temp_size_in_bytes + analysis.output_size_in_bytes
+
+    key = (structure_key(shared_dev, stacked, *rest), n_dev)
+
+    def measured(c):
+        if (key, c) not in _MEMORY:
+            _MEMORY[(key, c)] = temp(c)
+        return _MEMORY[(key, c)]
+
+    c1, c2 = 1, 2
+    b1, b2 = measured(c1), measured(c2)
+    if b1 is None or b2 is None:  # no memory analysis on this backend
+        return min(per_device, 64)
+    m1 = max((b2 - b1) / (c2 - c1), 1.0)
+    m0 = max(b1 - m1 * c1, 0.0)
+    return int(np.clip((budget - m0) // m1, 1, per_device))
 
 
 def _atomic_write(path: pathlib.Path, data: bytes) -> None:
