@@ -86,7 +86,7 @@ def test_gradient_solvers_reach_the_closed_form_minimum(solver, steps, rtol):
 
 
 @pytest.mark.parametrize(
-    "solver", [em.GaussNewton(), em.LevenbergMarquardt(chunk_size=7)]
+    "solver", [em.GaussNewton(chunk_size=16), em.LevenbergMarquardt(chunk_size=7)]
 )
 def test_least_squares_solvers_reach_the_lstsq_minimum(solver):
     term = _term()
