@@ -193,6 +193,10 @@ def test_least_squares_rejects_terms_without_residuals():
         em.solve(obj, start(), em.LevenbergMarquardt())
 
 
+class _Bare(em.AbstractSolver):
+    pass
+
+
 @pytest.mark.parametrize(
     "call,exc,match",
     [
@@ -209,6 +213,7 @@ def test_least_squares_rejects_terms_without_residuals():
             ValueError,
             "no parameters",
         ),
+        (lambda: em.solve(_term(), start(), _Bare()), TypeError, "AbstractGradient"),
         (lambda: em.LBFGS(linesearch="wolfe"), ValueError, "`linesearch`"),
         (lambda: em.LBFGS(0), ValueError, "`memory_size`"),
         (

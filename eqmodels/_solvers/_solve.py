@@ -92,12 +92,9 @@ def _match_types(init, like):
         x = jnp.asarray(x)
         if x.dtype == s.dtype and x.weak_type == s.weak_type:
             return x
-        y = jax.lax.convert_element_type(x, s.dtype)
-        return (
-            y
-            if not s.weak_type
-            else jax.lax._convert_element_type(y, s.dtype, weak_type=True)
-        )
+        # Observed: weakly typed scalars in the initial state become strongly
+        # typed after an update; a strongly typed cast matches them.
+        return jax.lax.convert_element_type(x, s.dtype)
 
     return jax.tree.map(cast, init, like)
 
@@ -182,7 +179,7 @@ def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
     r0, j0 = linearise(x0)
     f0 = jnp.sum(r0 * r0)
     scale0 = diag_max(j0)
-    lam0 = (solver.damping if lm else solver.jitter) * scale0
+    lam0 = (solver.damping if lm else getattr(solver, "jitter", 1e-12)) * scale0
 
     def cond(c):
         k, reason = c[-2], c[-1]

@@ -260,6 +260,12 @@ _NAMED = {
 def as_solver(solver) -> AbstractSolver:
     """A solver module from a solver, a name or an optax transformation."""
     if isinstance(solver, AbstractSolver):
+        if not isinstance(solver, AbstractGradientSolver | AbstractLeastSquaresSolver):
+            raise TypeError(
+                f"`solver` {type(solver).__name__} subclasses AbstractSolver "
+                "directly: subclass AbstractGradientSolver (an optax "
+                "transformation) or AbstractLeastSquaresSolver instead."
+            )
         return solver
     if isinstance(solver, str):
         if solver not in _NAMED:
