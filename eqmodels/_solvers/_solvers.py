@@ -59,8 +59,8 @@ class LBFGS(AbstractGradientSolver, strict=True):
     safeguarded quadratic interpolation, run as one flat loop of evaluations
     (eqmodels' own): the compiled program holds one copy of the objective, and
     under `vmap` every member advances on its own. `"zoom"` is optax's
-    strong-Wolfe zoom search (`optax.lbfgs`): more robust on hard problems, about
-    twice as long to compile, and under `vmap` a batch waits for its slowest
+    strong-Wolfe zoom search (`optax.lbfgs`): more robust on hard problems, 1.3–2×
+    as long to compile, and under `vmap` a batch waits for its slowest
     member's search at every iteration. On the round-1 M87 objective both reach the
     same objective as scipy's L-BFGS-B to 0.2 % in 100 iterations (see
     `docs/solvers.md`).
