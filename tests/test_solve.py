@@ -236,3 +236,32 @@ class _Bare(em.AbstractSolver):
 def test_errors_name_the_argument(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+def test_levenberg_marquardt_fits_a_parametric_model():
+    """A parametric model whose parameters differ by 10 orders of magnitude (flux in
+    Jy, widths and offsets in radians) recovers the model that made the data
+    (Marquardt's scaling)."""
+    grid = em.ImageGrid.from_fov(16, 160.0)
+    rng = np.random.default_rng(0)
+    u = rng.uniform(-0.3, 0.3, 40) / grid.psize
+    v = rng.uniform(-0.3, 0.3, 40) / grid.psize
+    truth = em.GaussianImage(
+        grid,
+        0.6,
+        em.uas_to_rad(40.0),
+        fwhm_minor=em.uas_to_rad(30.0),
+        angle=0.3,
+        x0=em.uas_to_rad(5.0),
+        y0=em.uas_to_rad(-3.0),
+    )
+    fwd = em.DirectFT(grid, u, v)
+    term = em.VisChi2(fwd, fwd(truth()), np.full(40, 0.01))
+    start = em.GaussianImage(
+        grid, 0.5, em.uas_to_rad(35.0), fwhm_minor=em.uas_to_rad(33.0), angle=0.2
+    )
+    sol = em.solve(term, start, em.LevenbergMarquardt(chunk_size=80), max_steps=50)
+    for name in ("flux", "fwhm_major", "fwhm_minor", "angle", "x0", "y0"):
+        assert_allclose(
+            getattr(sol.model, name), getattr(truth, name), rtol=1e-7, err=name
+        )

@@ -117,7 +117,10 @@ def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps, axis_nam
             -gd * alpha * alpha / jnp.where(denom > 0, denom, 1.0),
             0.5 * alpha,
         )
-        alpha_back = jnp.clip(quad, 0.1 * alpha, 0.5 * alpha)
+        # A non-finite trial (overflow far out) shrinks by the most allowed.
+        alpha_back = jnp.where(
+            finite, jnp.clip(quad, 0.1 * alpha, 0.5 * alpha), 0.1 * alpha
+        )
         ls_new = jnp.where(accept, zero_i, ls + 1)
         k_new = k + jnp.where(accept & started, 1, 0).astype(jnp.int32)
         g_inf = jnp.max(jnp.abs(g_a))

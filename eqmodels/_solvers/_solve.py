@@ -164,22 +164,27 @@ def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
         return r, jac
 
     def solve_step(r, jac, lam):
+        """The step of `min |r + Jδ|² + λ |Dδ|²`, `D² = diag(JᵀJ)` (Marquardt's
+        scaling: parameters of very different scales — a flux in Jy and a width in
+        radians — are damped alike), in scaled variables `δ = δ_s / D`."""
         m, n = jac.shape
-        if m < n:  # residual space: δ = −Jᵀ (JJᵀ + λI)⁻¹ r
-            a = jac @ jac.T + lam * jnp.eye(m, dtype=jac.dtype)
+        d = jnp.sqrt(jnp.sum(jac * jac, axis=0))
+        d = jnp.maximum(d, 1e-12 * jnp.max(d))
+        d = jnp.where(d > 0, d, 1.0)
+        js = jac / d[None, :]
+        if m < n:  # residual space: δ_s = −J_sᵀ (J_s J_sᵀ + λI)⁻¹ r
+            a = js @ js.T + lam * jnp.eye(m, dtype=jac.dtype)
             y = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a), r)
-            return -(jac.T @ y)
-        a = jac.T @ jac + lam * jnp.eye(n, dtype=jac.dtype)
-        return -jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a), jac.T @ r)
-
-    def diag_max(jac):
-        # max diag of JᵀJ = max column norm²
-        return jnp.max(jnp.sum(jac * jac, axis=0))
+            return -(js.T @ y) / d
+        a = js.T @ js + lam * jnp.eye(n, dtype=jac.dtype)
+        return -jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a), js.T @ r) / d
 
     r0, j0 = linearise(x0)
     f0 = jnp.sum(r0 * r0)
-    scale0 = diag_max(j0)
-    lam0 = (solver.damping if lm else getattr(solver, "jitter", 1e-12)) * scale0
+    # λ is relative to the scaled normal matrix, whose diagonal is 1.
+    lam0 = jnp.asarray(
+        solver.damping if lm else getattr(solver, "jitter", 1e-12), f0.dtype
+    )
 
     def cond(c):
         k, reason = c[-2], c[-1]

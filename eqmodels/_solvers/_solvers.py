@@ -173,10 +173,11 @@ class AbstractLeastSquaresSolver(AbstractSolver, strict=True):
     Jacobian, computed in chunks of `chunk_size` rows (or `"auto"`, the largest
     chunk within `memory_budget` bytes).
 
-    The step solves the damped normal equations in whichever space is smaller:
-    `δ = −(JᵀJ + λI)⁻¹ Jᵀr` over the n parameters, or, when there are fewer
-    residuals than parameters, the same step as `δ = −Jᵀ(JJᵀ + λI)⁻¹ r` over the m
-    residuals (one m×m Cholesky factorisation per step).
+    The step solves the damped normal equations `(JᵀJ + λD²)δ = −Jᵀr`,
+    `D² = diag(JᵀJ)` (Marquardt's scaling, so that parameters of very different
+    scales are damped alike), in whichever space is smaller: over the n parameters,
+    or, when there are fewer residuals than parameters, over the m residuals (the
+    same step through one m×m Cholesky factorisation).
     """
 
     chunk_size: eqx.AbstractVar[int | str]
@@ -211,8 +212,9 @@ class GaussNewton(AbstractLeastSquaresSolver, strict=True):
 
         - `chunk_size`: Jacobian rows (or columns) computed together, or `"auto"`.
         - `memory_budget`: bytes one Jacobian chunk may use (`"auto"`).
-        - `jitter`: relative regularisation of the normal matrix (`λ = jitter ·
-          max diag`), so that rank-deficient problems stay finite.
+        - `jitter`: relative regularisation of the normal matrix (`λ = jitter`
+          against its unit-scaled diagonal), so that rank-deficient problems stay
+          finite.
         """
         self.chunk_size = _check_ls(chunk_size, memory_budget)
         self.memory_budget = float(memory_budget)
@@ -220,7 +222,7 @@ class GaussNewton(AbstractLeastSquaresSolver, strict=True):
 
 
 class LevenbergMarquardt(AbstractLeastSquaresSolver, strict=True):
-    """Levenberg-Marquardt: Gauss-Newton steps damped by `λI`, `λ` adapted by the
+    """Levenberg-Marquardt: Gauss-Newton steps damped by `λ·diag(JᵀJ)`, `λ` adapted by the
     ratio of actual to predicted reduction (Nielsen's rule: shrink on a good step,
     double the growth factor after each rejected one). Every term must have
     residuals."""
@@ -239,7 +241,7 @@ class LevenbergMarquardt(AbstractLeastSquaresSolver, strict=True):
         """**Arguments:**
 
         - `chunk_size`, `memory_budget`: as for [`eqmodels.GaussNewton`][].
-        - `damping`: initial `λ` relative to the largest diagonal entry of `JᵀJ`.
+        - `damping`: the initial `λ` (relative to `diag(JᵀJ)`).
         """
         self.chunk_size = _check_ls(chunk_size, memory_budget)
         self.memory_budget = float(memory_budget)
