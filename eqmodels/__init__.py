@@ -89,11 +89,26 @@ from ._regularizers._smoothness import TSV as TSV, TV as TV
 from ._regularizers._sparsity import L1 as L1, WeightedL1 as WeightedL1
 from ._sharding._chi2 import ShardedChi2 as ShardedChi2
 from ._sharding._forward import ShardedForward as ShardedForward
+from ._solvers._cache import enable_compilation_cache as enable_compilation_cache
+from ._solvers._jacobian import residual_jacobian as residual_jacobian
+from ._solvers._scipy import solve_scipy as solve_scipy
+from ._solvers._solve import Solution as Solution, solve as solve
+from ._solvers._solvers import (
+    AbstractGradientSolver as AbstractGradientSolver,
+    AbstractLeastSquaresSolver as AbstractLeastSquaresSolver,
+    AbstractSolver as AbstractSolver,
+    Adam as Adam,
+    GaussNewton as GaussNewton,
+    LBFGS as LBFGS,
+    LevenbergMarquardt as LevenbergMarquardt,
+    OptaxSolver as OptaxSolver,
+)
+from ._solvers._survey import survey as survey, SurveyResult as SurveyResult
 from ._terms._amp import AmpChi2 as AmpChi2
 from ._terms._base import AbstractTerm as AbstractTerm, Objective as Objective
 from ._terms._bispectrum import BispectrumChi2 as BispectrumChi2
 from ._terms._camp import ClosureAmpChi2 as ClosureAmpChi2
 from ._terms._cphase import ClosurePhaseChi2 as ClosurePhaseChi2
 from ._terms._logcamp import LogClosureAmpChi2 as LogClosureAmpChi2
-from ._terms._stack import pad_and_stack as pad_and_stack
+from ._terms._stack import pad_and_stack as pad_and_stack, pad_to_match as pad_to_match
 # --- end objective ---

@@ -50,23 +50,16 @@ def _pad_objective(obj: Objective, rows: Sequence[int | None], points: Sequence[
     return eqx.tree_at(lambda o: (o.terms, o.shared), obj, (tuple(terms), groups))
 
 
-def pad_and_stack(items: Sequence[_T]) -> _T:
+def pad_to_match(items: Sequence[_T]) -> list[_T]:
     """Pad data terms, or objectives built the same way on different data sets, to
-    one shape and stack them along a new leading axis, for `jax.vmap`.
+    one shape (the largest row count of each term, the largest number of distinct
+    points of each shared transform), without stacking them: e.g. the
+    configurations of a [`eqmodels.survey`][] over data sets. Padding rows have
+    weight exactly 0, so every value and gradient is unchanged.
 
-    Each data term is padded to the largest row count among the items with
-    zero-weight rows ([`eqmodels.AbstractDataTerm.pad_rows`][]: the value and every
-    gradient are unchanged, `n_rows` keeps each data set's true count); an
-    objective's shared transforms are padded to the largest number of distinct
-    points. The result is a batched module:
-    `eqx.filter_vmap(lambda o, x: o(x), in_axes=(0, None))(stacked, image)` gives
-    one value per data set, in one compiled program whatever the row counts.
+    **Arguments:** `items`, as for [`eqmodels.pad_and_stack`][].
 
-    **Arguments:** `items`, a non-empty sequence of data terms of one class (or of
-    objectives with the same terms, weights' shape and shared groups).
-
-    **Returns:** the stacked term or objective (every array leaf gains a leading
-    axis of length `len(items)`).
+    **Returns:** the padded items, in order, all of one tree structure and shape.
     """
     items = list(items)
     if not items:
@@ -79,8 +72,8 @@ def pad_and_stack(items: Sequence[_T]) -> _T:
         )
     if isinstance(items[0], AbstractDataTerm):
         length = max(x.rows for x in items)
-        padded = [x.pad_rows(length) for x in items]
-    elif isinstance(items[0], Objective):
+        return [x.pad_rows(length) for x in items]
+    if isinstance(items[0], Objective):
         names = items[0].names
         if any(x.names != names for x in items):
             raise ValueError(
@@ -100,12 +93,31 @@ def pad_and_stack(items: Sequence[_T]) -> _T:
             for i in range(len(names))
         ]
         points = [max(x.shared[g].n_points for x in items) for g in range(len(members))]
-        padded = [_pad_objective(x, rows, points) for x in items]
-    else:
-        raise TypeError(
-            "`items` must be data terms or objectives, got "
-            f"{type(items[0]).__name__}."
-        )
+        return [_pad_objective(x, rows, points) for x in items]
+    raise TypeError(
+        f"`items` must be data terms or objectives, got {type(items[0]).__name__}."
+    )
+
+
+def pad_and_stack(items: Sequence[_T]) -> _T:
+    """Pad data terms, or objectives built the same way on different data sets, to
+    one shape and stack them along a new leading axis, for `jax.vmap`.
+
+    Each data term is padded to the largest row count among the items with
+    zero-weight rows ([`eqmodels.AbstractDataTerm.pad_rows`][]: the value and every
+    gradient are unchanged, `n_rows` keeps each data set's true count); an
+    objective's shared transforms are padded to the largest number of distinct
+    points. The result is a batched module:
+    `eqx.filter_vmap(lambda o, x: o(x), in_axes=(0, None))(stacked, image)` gives
+    one value per data set, in one compiled program whatever the row counts.
+
+    **Arguments:** `items`, a non-empty sequence of data terms of one class (or of
+    objectives with the same terms, weights' shape and shared groups).
+
+    **Returns:** the stacked term or objective (every array leaf gains a leading
+    axis of length `len(items)`).
+    """
+    padded = pad_to_match(items)
     arrays, statics = [], []
     for x in padded:
         dyn, static = eqx.partition(x, eqx.is_array)

@@ -1,0 +1,159 @@
+"""A survey of round-1 M87 reconstructions: 64 weightings of the regularizers, 100
+L-BFGS iterations each, batched by `eqmodels.survey` vs a Python loop of single
+`eqmodels.solve` calls, in the same run (issue 9).
+
+Problem: as `benchmarks/imaging.py` (64², float64, log pixels from the perturbed
+prior). Configurations: the entropy weight × the TV weight on an 8 × 8 logarithmic
+grid (4 × 4 with `--quick`), every other weight as published. Both lanes use
+`LBFGS()` (backtracking line search, the default: under `vmap` its members
+advance one evaluation at a time, independently) and `max_steps=100` with
+tolerances 0 (every member runs 100 iterations). Compilation is excluded from the
+throughputs (each lane runs once untimed first) and reported separately.
+
+Lanes: the survey with chunks of 8, 16 and all configurations (on one device), and
+the loop. Targets (issue 9): survey ≥ 2× the loop's throughput and ≥ 20
+reconstructions/s on a 2-core CPU.
+
+Run `python benchmarks/survey.py [--quick]`. Writes `benchmarks/results/survey.json`.
+"""
+
+import _common as C
+
+
+BLAS = C.prepare_blas_env(1)  # before numpy is imported
+
+import argparse  # noqa: E402
+import pathlib  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the eqmodels of this checkout
+ITERS = 100
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="16 configurations")
+    ap.add_argument(
+        "--out", default=str(ROOT / "benchmarks" / "results" / "survey.json")
+    )
+    args = ap.parse_args()
+
+    import imaging as I
+    import jax
+
+    _, problem, grid, init, obj, model = I.setup()
+    import eqmodels as em
+
+    k = 4 if args.quick else 8
+    names = obj.names
+    base = np.asarray(obj.weights)
+    configs = []
+    for ws in np.geomspace(10, 1000, k):
+        for wt in np.geomspace(0.1, 10, k):
+            w = base.copy()
+            w[names.index("simple")] = ws
+            w[names.index("tv")] = wt
+            configs.append(w)
+    objectives = [obj.with_weights(w) for w in configs]
+    n = len(objectives)
+    solver = em.LBFGS()  # backtracking line search, the default
+    kw = dict(max_steps=ITERS, ftol=0.0, gtol=0.0)
+    device = jax.devices()[:1]
+    print(f"{n} configurations, {ITERS} iterations each, 64², float64")
+
+    results = {}
+
+    def loop():
+        out = [em.solve(o, model, solver, **kw) for o in objectives]
+        jax.block_until_ready([s.value for s in out])
+        return out
+
+    t0 = time.perf_counter()
+    em.solve(objectives[0], model, solver, **kw).value.block_until_ready()
+    compile_loop = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    singles = loop()
+    t_loop = time.perf_counter() - t0
+    results["loop"] = {"time_s": t_loop, "per_s": n / t_loop, "first_s": compile_loop}
+    rows = [
+        [
+            "Python loop of solve()",
+            f"{t_loop:.2f}",
+            f"{n / t_loop:.1f}",
+            "1.0",
+            f"{compile_loop:.2f}",
+            "-",
+        ]
+    ]
+    chunks = [c for c in (8, 16, n) if c <= n]
+    for chunk in dict.fromkeys(chunks):
+        t0 = time.perf_counter()
+        res = em.survey(
+            objectives, model, solver, chunk_size=chunk, devices=device, **kw
+        )
+        res.solutions.value.block_until_ready()
+        first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        res = em.survey(
+            objectives, model, solver, chunk_size=chunk, devices=device, **kw
+        )
+        res.solutions.value.block_until_ready()
+        t = time.perf_counter() - t0
+        err = max(
+            abs(float(res.solutions.value[i]) / float(s.value) - 1)
+            for i, s in enumerate(singles)
+        )
+        results[f"survey chunk {chunk}"] = {
+            "time_s": t,
+            "per_s": n / t,
+            "first_s": first,
+            "speedup_vs_loop": t_loop / t,
+            "max_rel_diff_vs_loop": err,
+        }
+        rows.append(
+            [
+                f"survey, chunk {chunk}",
+                f"{t:.2f}",
+                f"{n / t:.1f}",
+                C.fmt_ratio(t_loop / t),
+                f"{first - t:.2f}",
+                f"{err:.1e}",
+            ]
+        )
+    table = C.print_table(
+        ["lane", "time s", "recon/s", "× loop", "compile s", "rel diff J"],
+        rows,
+        title=f"{n} reconstructions of the round-1 M87 objective (100 iterations each)",
+    )
+    best = max((r["per_s"], k) for k, r in results.items() if k != "loop")
+    checks = {
+        "survey ≥ 2× the loop": best[0] / results["loop"]["per_s"] >= 2,
+        "≥ 20 reconstructions/s": best[0] >= 20,
+    }
+    print(f"best: {best[1]} {best[0]:.1f} reconstructions/s")
+    for key, ok in checks.items():
+        print(f"  {key}: {'met' if ok else 'NOT met'}")
+    ranking = np.asarray(res.ranking())
+    C.write_json(
+        args.out,
+        {
+            "mode": "quick" if args.quick else "full",
+            "environment": C.environment_info(),
+            "blas_env": BLAS,
+            "n_configurations": n,
+            "results": results,
+            "targets": checks,
+            "best_config_weights": np.asarray(configs[int(ranking[0])]),
+            "report": table,
+            "loadavg_end": C.loadavg(),
+        },
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""Stop codes shared by the solver loops."""
+
+import jax
+import jax.numpy as jnp
+
+
+#: Why a solve stopped, indexed by `Solution.result`.
+REASONS = ("max_steps", "gtol", "ftol", "nonfinite", "linesearch")
+RUNNING, MAX_STEPS, GTOL, FTOL, NONFINITE, LINESEARCH = -1, 0, 1, 2, 3, 4
+
+
+def stop_reason(f, fprev, g_inf, ftol, gtol):
+    """The stop code after a step (scipy's L-BFGS-B criteria): non-finite value or
+    gradient, largest gradient component ≤ `gtol`, or relative decrease
+    `(fprev − f) ≤ ftol · max(|f|, |fprev|, 1)`."""
+    finite = jnp.isfinite(f) & jnp.isfinite(g_inf)
+    denom = jnp.maximum(jnp.maximum(jnp.abs(f), jnp.abs(fprev)), 1.0)
+    small_f = (fprev - f) <= ftol * denom
+    return jnp.where(
+        ~finite,
+        NONFINITE,
+        jnp.where(g_inf <= gtol, GTOL, jnp.where(small_f, FTOL, RUNNING)),
+    ).astype(jnp.int32)
+
+
+def batch_while_loop(running, body, init, axis_name=None):
+    """`lax.while_loop(running, body, init)`, or, under `vmap(..., axis_name=...)`,
+    a loop whose condition is reduced over the batch (`psum`) and whose `body(c,
+    active)` leaves finished members unchanged itself.
+
+    Under a plain `vmap`, JAX batches a loop with a per-member condition by running
+    the body for every member and *selecting* every carry leaf afterwards, a full
+    copy of the carry per iteration (for L-BFGS, its memory buffers). With the
+    axis name, the body gates only what it changes.
+    """
+    if axis_name is None:
+        return jax.lax.while_loop(running, lambda c: body(c, True), init)
+
+    def cond(c):
+        return jax.lax.psum(running(c).astype(jnp.int32), axis_name) > 0
+
+    return jax.lax.while_loop(cond, lambda c: body(c, running(c)), init)
+
+
+def gate(active, new, old):
+    """`new` where `active`, else `old` (leaf by leaf; `active` may be `True`)."""
+    if active is True:
+        return new
+    return jax.tree.map(lambda a, b: jnp.where(active, a, b), new, old)

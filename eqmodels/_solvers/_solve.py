@@ -1,0 +1,389 @@
+"""`solve`: a whole minimisation in one compiled program."""
+
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.flatten_util import ravel_pytree
+from jaxtyping import Array, Bool, Float, Int, PyTree, Scalar
+
+from ._common import (
+    batch_while_loop,
+    FTOL,
+    gate,
+    GTOL,
+    NONFINITE,
+    REASONS,
+    RUNNING,
+    stop_reason,
+)
+from ._jacobian import auto_chunk, dense_jacobian, flat_residual_fn
+from ._lbfgs import lbfgs_backtracking
+from ._solvers import (
+    AbstractGradientSolver,
+    AbstractLeastSquaresSolver,
+    AbstractSolver,
+    as_solver,
+    LBFGS,
+    LevenbergMarquardt,
+)
+
+
+class Solution(eqx.Module, strict=True):
+    """What [`eqmodels.solve`][] returns (batched along a leading axis under
+    `vmap` and in a survey).
+
+    - `model`: the final model (same structure as the initial one).
+    - `value`: the objective at `model`.
+    - `report`: `{name: value}` of each term at `model` (`objective.report`), or an
+      empty dict when the objective has no `report`.
+    - `steps`: iterations taken.
+    - `result`: an index into `eqmodels.solvers.REASONS` — `max_steps`, `gtol`
+      (gradient below tolerance), `ftol` (relative decrease below tolerance),
+      `nonfinite` (the objective or its gradient is NaN/inf) or `linesearch` (no
+      decrease found along the search direction: stuck at rounding level).
+    - `converged`: `result` is `gtol` or `ftol`.
+    - `stats`: `{"max_steps": ..., "evaluations": ...}` (objective evaluations;
+      Jacobians count as one).
+    """
+
+    model: PyTree
+    value: Float[Array, "*batch"]
+    report: dict[str, Float[Array, "*batch"]]
+    steps: Int[Array, "*batch"]
+    result: Int[Array, "*batch"]
+    stats: dict[str, Array]
+
+    @property
+    def converged(self) -> Bool[Array, "*batch"]:
+        return (self.result == GTOL) | (self.result == FTOL)
+
+    @property
+    def reason(self) -> str | np.ndarray:
+        """`result` as text (an array of strings when batched)."""
+        names = np.array(REASONS)
+        out = names[np.asarray(self.result)]
+        return str(out) if out.ndim == 0 else out
+
+
+class _Options(eqx.Module):
+    """Loop options, all traced: new values do not recompile."""
+
+    max_steps: Int[Array, ""]
+    ftol: Float[Array, ""]
+    gtol: Float[Array, ""]
+
+
+def _inf_norm(tree) -> Scalar:
+    leaves = [jnp.max(jnp.abs(x)) for x in jax.tree.leaves(tree) if x.size]
+    return jnp.max(jnp.stack(leaves)) if leaves else jnp.zeros(())
+
+
+def _match_types(init, like):
+    """Cast `init`'s leaves to the dtype (and weak type) of `like`'s, so that the
+    loop carry keeps one type (optax's L-BFGS state changes type after its first
+    update, which is what makes a naive loop recompile)."""
+
+    def cast(x, s):
+        x = jnp.asarray(x)
+        if x.dtype == s.dtype and x.weak_type == s.weak_type:
+            return x
+        # Observed: weakly typed scalars in the initial state become strongly
+        # typed after an update; a strongly typed cast matches them.
+        return jax.lax.convert_element_type(x, s.dtype)
+
+    return jax.tree.map(cast, init, like)
+
+
+def _gradient_loop(solver, fn, params, opts, axis_name=None):
+    tx = solver.transformation()
+    value_and_grad = jax.value_and_grad(fn)
+    f0, g0 = value_and_grad(params)
+    state0 = tx.init(params)
+    extra = isinstance(tx, optax.GradientTransformationExtraArgs)
+    from_state = (
+        optax.tree.get(state0, "value", None) is not None
+        and optax.tree.get(state0, "grad", None) is not None
+    )
+
+    def step(params, state, f, g):
+        if extra:
+            updates, state = tx.update(g, state, params, value=f, grad=g, value_fn=fn)
+        else:
+            updates, state = tx.update(g, state, params)
+        params = optax.apply_updates(params, updates)
+        if from_state:
+            # The line search evaluated the objective at the accepted point.
+            f, g = optax.tree.get(state, "value"), optax.tree.get(state, "grad")
+        else:
+            f, g = value_and_grad(params)
+        return params, state, f, g
+
+    def evaluations(state):
+        n = optax.tree.get(state, "num_linesearch_steps", None) if from_state else None
+        return jnp.asarray(1 if n is None else n, jnp.int32)
+
+    carry_shape = jax.eval_shape(step, params, state0, f0, g0)
+    state0 = _match_types(state0, carry_shape[1])
+    f0 = jnp.asarray(f0, carry_shape[2].dtype)
+
+    def cond(c):
+        *_, k, reason = c
+        return (reason == RUNNING) & (k < opts.max_steps)
+
+    def body(c):
+        params, state, f, g, evals, k, _ = c
+        params, state, fnew, gnew = step(params, state, f, g)
+        reason = stop_reason(fnew, f, _inf_norm(gnew), opts.ftol, opts.gtol)
+        evals = evals + evaluations(state)
+        return params, state, fnew, gnew, evals, k + 1, reason
+
+    reason0 = jnp.where(
+        jnp.isfinite(f0),
+        jnp.where(_inf_norm(g0) <= opts.gtol, GTOL, RUNNING),
+        NONFINITE,
+    )
+    zero = jnp.zeros((), jnp.int32)
+    init = (params, state0, f0, g0, zero + 1, zero, reason0)
+    params, _, f, _, evals, k, reason = batch_while_loop(
+        cond, lambda c, active: gate(active, body(c), c), init, axis_name
+    )
+    return params, f, k, reason, evals
+
+
+def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
+    """Gauss-Newton / Levenberg-Marquardt on the flat parameter vector."""
+    lm = isinstance(solver, LevenbergMarquardt)
+
+    def linearise(x):
+        r, jac = dense_jacobian(resid, x, chunk)
+        return r, jac
+
+    def solve_step(r, jac, lam):
+        """The step of `min |r + Jδ|² + λ |Dδ|²`, `D² = diag(JᵀJ)` (Marquardt's
+        scaling: parameters of very different scales — a flux in Jy and a width in
+        radians — are damped alike), in scaled variables `δ = δ_s / D`."""
+        m, n = jac.shape
+        d = jnp.sqrt(jnp.sum(jac * jac, axis=0))
+        d = jnp.maximum(d, 1e-12 * jnp.max(d))
+        d = jnp.where(d > 0, d, 1.0)
+        js = jac / d[None, :]
+        if m < n:  # residual space: δ_s = −J_sᵀ (J_s J_sᵀ + λI)⁻¹ r
+            a = js @ js.T + lam * jnp.eye(m, dtype=jac.dtype)
+            y = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a), r)
+            return -(js.T @ y) / d
+        a = js.T @ js + lam * jnp.eye(n, dtype=jac.dtype)
+        return -jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a), js.T @ r) / d
+
+    r0, j0 = linearise(x0)
+    f0 = jnp.sum(r0 * r0)
+    # λ is relative to the scaled normal matrix, whose diagonal is 1.
+    lam0 = jnp.asarray(
+        solver.damping if lm else getattr(solver, "jitter", 1e-12), f0.dtype
+    )
+
+    def cond(c):
+        k, reason = c[-2], c[-1]
+        return (reason == RUNNING) & (k < opts.max_steps)
+
+    def body(c):
+        x, r, jac, f, lam, nu, k, _ = c
+        delta = solve_step(r, jac, lam)
+        x_new = x + delta
+        r_new, j_new = linearise(x_new)
+        f_new = jnp.sum(r_new * r_new)
+        g_inf = jnp.max(jnp.abs(2 * j_new.T @ r_new))
+        if lm:
+            jd = jac @ delta
+            predicted = -(2 * jnp.dot(jd, r) + jnp.dot(jd, jd))
+            rho = (f - f_new) / jnp.where(predicted > 0, predicted, jnp.inf)
+            accept = (rho > 0) & jnp.isfinite(f_new)
+            factor = jnp.maximum(1 / 3, 1 - (2 * rho - 1) ** 3)
+            lam_new = jnp.where(accept, lam * factor, lam * nu)
+            nu_new = jnp.where(accept, 2.0, 2 * nu)
+        else:
+            accept = jnp.asarray(True)
+            lam_new, nu_new = lam, nu
+        x_out = jnp.where(accept, x_new, x)
+        r_out = jnp.where(accept, r_new, r)
+        j_out = jnp.where(accept, j_new, jac)
+        f_out = jnp.where(accept, f_new, f)
+        g_out = jnp.where(accept, g_inf, jnp.max(jnp.abs(2 * jac.T @ r)))
+        reason = stop_reason(f_out, f, g_out, opts.ftol, opts.gtol)
+        # A rejected LM step (f unchanged) is not convergence: keep going.
+        reason = jnp.where(accept | (reason == GTOL), reason, RUNNING)
+        return x_out, r_out, j_out, f_out, lam_new, nu_new, k + 1, reason
+
+    g0 = jnp.max(jnp.abs(2 * j0.T @ r0))
+    reason0 = jnp.where(
+        jnp.isfinite(f0), jnp.where(g0 <= opts.gtol, GTOL, RUNNING), NONFINITE
+    )
+    init = (
+        x0,
+        r0,
+        j0,
+        f0,
+        lam0,
+        jnp.asarray(2.0, f0.dtype),
+        jnp.zeros((), jnp.int32),
+        reason0,
+    )
+    x, *_, k, reason = batch_while_loop(
+        cond, lambda c, active: gate(active, body(c), c), init, axis_name
+    )
+    return x, k, reason, k + 1
+
+
+@eqx.filter_jit
+def _solve_jit(objective, model, solver, opts, filter_spec, chunk):
+    return solve_traced(objective, model, solver, opts, filter_spec, chunk)
+
+
+#: Incremented every time the solve program is traced (tests count compiles).
+TRACE_COUNT = [0]
+
+
+def solve_traced(
+    objective, model, solver, opts, filter_spec, chunk, axis_name=None
+) -> Solution:
+    """The body of `solve`, traceable (used by `solve` and `survey`; `survey`
+    passes the name of its `vmap` axis, see `batch_while_loop`)."""
+    TRACE_COUNT[0] += 1
+    params, static = eqx.partition(model, filter_spec)
+
+    if isinstance(solver, LBFGS) and solver.linesearch == "backtracking":
+        x0, unravel = ravel_pytree(params)
+
+        def flat_fn(x):
+            return objective(eqx.combine(unravel(x), static))
+
+        x, value, steps, reason, evals = lbfgs_backtracking(
+            flat_fn,
+            x0,
+            opts,
+            solver.memory_size,
+            solver.max_linesearch_steps,
+            axis_name,
+        )
+        final = eqx.combine(unravel(x), static)
+    elif isinstance(solver, AbstractGradientSolver):
+
+        def fn(p):
+            return objective(eqx.combine(p, static))
+
+        params, value, steps, reason, evals = _gradient_loop(
+            solver, fn, params, opts, axis_name
+        )
+        final = eqx.combine(params, static)
+    else:
+        resid, x0, unravel = flat_residual_fn(objective, model, filter_spec)
+        x, steps, reason, evals = _least_squares_loop(
+            solver, resid, x0, opts, chunk, axis_name
+        )
+        final = eqx.combine(unravel(x), static)
+        value = objective(final)
+    report = objective.report(final) if hasattr(objective, "report") else {}
+    reason = jnp.where(reason == RUNNING, 0, reason).astype(jnp.int32)
+    return Solution(
+        model=final,
+        value=value,
+        report=dict(report),
+        steps=steps,
+        result=reason,
+        stats={"max_steps": opts.max_steps, "evaluations": evals},
+    )
+
+
+def make_options(max_steps, ftol, gtol, dtype) -> _Options:
+    for name, val in (("ftol", ftol), ("gtol", gtol)):
+        if isinstance(val, bool) or not isinstance(val, int | float | np.number):
+            if not (hasattr(val, "shape") and np.ndim(val) == 0):
+                raise TypeError(f"`{name}` must be a real scalar, got {val!r}.")
+    if isinstance(max_steps, bool) or not (
+        isinstance(max_steps, int | np.integer)
+        or (
+            hasattr(max_steps, "dtype") and jnp.issubdtype(max_steps.dtype, jnp.integer)
+        )
+    ):
+        raise TypeError(f"`max_steps` must be an int ≥ 0, got {max_steps!r}.")
+    if isinstance(max_steps, int | np.integer) and max_steps < 0:
+        raise ValueError(f"`max_steps` must be ≥ 0, got {max_steps}.")
+    return _Options(
+        max_steps=jnp.asarray(max_steps, jnp.int32),
+        ftol=jnp.asarray(ftol, dtype),
+        gtol=jnp.asarray(gtol, dtype),
+    )
+
+
+def _param_dtype(model, filter_spec):
+    leaves = jax.tree.leaves(eqx.filter(model, filter_spec))
+    if not leaves:
+        raise ValueError(
+            "`model` has no parameters to optimise: no leaf passes the `params` "
+            "filter (by default, floating-point arrays)."
+        )
+    return jnp.result_type(*leaves)
+
+
+def check_objective(objective):
+    if not callable(objective):
+        raise TypeError(
+            "`objective` must be callable as `objective(model) -> scalar` (an "
+            f"`eqmodels.Objective` or any term), got {type(objective).__name__}."
+        )
+
+
+def solve(
+    objective: Callable[[Any], Scalar],
+    model: PyTree,
+    solver: AbstractSolver | str | optax.GradientTransformation = "lbfgs",
+    *,
+    max_steps: int | Int[Array, ""] = 100,
+    ftol: float | Float[Array, ""] = 1e-10,
+    gtol: float | Float[Array, ""] = 1e-10,
+    params: Callable[[Any], bool] = eqx.is_inexact_array,
+) -> Solution:
+    """Minimise `objective(model)` over the model's parameters, the whole loop in one
+    compiled program (no host round-trip per step).
+
+    The objective and the model are *arguments* of the compiled program: a second
+    solve with other data, weights, initial model, `max_steps` or tolerances of the
+    same structure reuses it. `solve` works under `jax.vmap` (each member stops on
+    its own criteria; the batch runs until the last one stops).
+
+    **Arguments:**
+
+    - `objective`: `objective(model) -> scalar`, usually an [`eqmodels.Objective`][];
+      its `report(model)` (if any) fills `Solution.report`.
+    - `model`: the initial image model — a [`eqmodels.PixelImage`][] (masked or
+      not), a parametric model, a user's neural field: any module whose
+      floating-point leaves are the parameters.
+    - `solver`: an [`eqmodels.LBFGS`][] (default: backtracking line search;
+      `LBFGS(linesearch="zoom")` for optax's zoom search), [`eqmodels.Adam`][], any
+      `optax.GradientTransformation`, [`eqmodels.GaussNewton`][] or
+      [`eqmodels.LevenbergMarquardt`][] (least-squares objectives only); or a name:
+      `"lbfgs"`, `"lbfgs-zoom"`, `"adam"`, `"gauss-newton"`,
+      `"levenberg-marquardt"`.
+    - `max_steps`: the most iterations.
+    - `ftol`: stop when `(f_prev − f) ≤ ftol · max(|f_prev|, |f|, 1)` (scipy's
+      L-BFGS-B criterion).
+    - `gtol`: stop when the largest gradient component is ≤ `gtol`.
+    - `params`: which leaves of `model` are optimised (an `eqx.partition` filter);
+      the others (a mask's indices, integer leaves) are held fixed.
+
+    **Returns:** a [`eqmodels.Solution`][].
+    """
+    check_objective(objective)
+    solver = as_solver(solver)
+    dtype = _param_dtype(model, params)
+    opts = make_options(max_steps, ftol, gtol, dtype)
+    chunk = 0
+    if isinstance(solver, AbstractLeastSquaresSolver):
+        chunk = auto_chunk(
+            objective, model, params, solver.chunk_size, solver.memory_budget
+        )
+    return _solve_jit(objective, model, solver, opts, params, chunk)

@@ -1,0 +1,477 @@
+"""`survey`: many reconstructions in one compiled program, chunked, split over
+devices, checkpointed chunk by chunk."""
+
+import hashlib
+import json
+import os
+import pathlib
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jaxtyping import Array, Float, Int, PyTree
+
+from ._jacobian import (
+    auto_chunk,
+    check_memory_budget,
+    DEFAULT_MEMORY_BUDGET,
+    structure_key,
+)
+from ._solve import (
+    _param_dtype,
+    check_objective,
+    make_options,
+    Solution,
+    solve_traced,
+)
+from ._solvers import AbstractLeastSquaresSolver, AbstractSolver, as_solver
+
+
+_AXIS = "survey"  # the device mesh axis
+_VMAP_AXIS = "survey_batch"  # the vmap axis (its loop condition is psum-reduced)
+
+
+class SurveyResult(eqx.Module, strict=True):
+    """What [`eqmodels.survey`][] returns.
+
+    - `solutions`: one [`eqmodels.Solution`][] whose leaves carry a leading axis of
+      the `n` configurations, in the order given (`solutions.model`,
+      `solutions.value`, `solutions.report["cphase"]`, `solutions.steps`, ...).
+    - `data_names`: the report keys of the data terms (what `chi2` and `top_set`
+      use).
+    - `chunk_size`: configurations per device per chunk (as chosen for `"auto"`).
+    - `computed_chunks`, `loaded_chunks`: which chunks this call computed and
+      which it read back from the checkpoint folder.
+    """
+
+    solutions: Solution
+    data_names: tuple[str, ...] = eqx.field(static=True)
+    chunk_size: int = eqx.field(static=True)
+    computed_chunks: tuple[int, ...] = eqx.field(static=True)
+    loaded_chunks: tuple[int, ...] = eqx.field(static=True)
+
+    def __len__(self) -> int:
+        return int(np.shape(self.solutions.value)[0])
+
+    def __getitem__(self, i: int) -> Solution:
+        """The solution of configuration `i`."""
+        return jax.tree.map(lambda x: x[i], self.solutions)
+
+    def chi2(self, names: Sequence[str] | None = None) -> Float[Array, " n"]:
+        """The mean χ² over data terms per configuration (over `names`, default all
+        data terms): the figure configurations are ranked by."""
+        names = tuple(self.data_names if names is None else names)
+        if not names:
+            raise ValueError(
+                "no data terms to rank by: pass `names` (report keys), e.g. "
+                "`chi2(['cphase', 'logcamp'])`."
+            )
+        missing = [n for n in names if n not in self.solutions.report]
+        if missing:
+            raise ValueError(
+                f"`names` {missing} are not report keys {tuple(self.solutions.report)}."
+            )
+        return jnp.mean(jnp.stack([self.solutions.report[n] for n in names]), axis=0)
+
+    def ranking(self, names: Sequence[str] | None = None) -> Int[Array, " n"]:
+        """Configuration indices, best (lowest `chi2`) first."""
+        return jnp.argsort(self.chi2(names))
+
+    def top_set(
+        self, thresholds: float | dict[str, float], names: Sequence[str] | None = None
+    ) -> np.ndarray:
+        """The "top set": configurations whose χ² are all below thresholds, ranked.
+
+        **Arguments:**
+
+        - `thresholds`: one threshold for every data term, or `{name: threshold}`.
+        - `names`: the data terms a scalar threshold applies to (default all).
+
+        **Returns:** indices of the selected configurations, best first.
+        """
+        if not isinstance(thresholds, dict):
+            names = tuple(self.data_names if names is None else names)
+            thresholds = {n: float(thresholds) for n in names}
+        for n in thresholds:
+            if n not in self.solutions.report:
+                raise ValueError(
+                    f"threshold for {n!r}, which is not a report key "
+                    f"{tuple(self.solutions.report)}."
+                )
+        ok = np.ones(len(self), bool)
+        for n, t in thresholds.items():
+            ok &= np.asarray(self.solutions.report[n]) <= t
+        order = np.asarray(self.ranking(tuple(thresholds) or None))
+        return order[ok[order]]
+
+
+def _split(trees: Sequence[PyTree]):
+    """`(shared, stacked)`: array leaves equal across all trees are shared, the
+    others are stacked along a new leading axis (numpy, on the host)."""
+    flat = [jax.tree.flatten(t, is_leaf=lambda x: x is None) for t in trees]
+    treedef = flat[0][1]
+    for i, (_, td) in enumerate(flat[1:], 1):
+        if td != treedef:
+            raise ValueError(
+                f"configuration {i} differs in structure from configuration 0 "
+                "(other terms, shapes or static options). A survey batches "
+                "configurations of one structure: pad data sets to one length "
+                "(zero-weight rows) and keep the same terms."
+            )
+    shared, stacked = [], []
+    for j, leaves in enumerate(zip(*(f[0] for f in flat))):
+        first = leaves[0]
+        if eqx.is_array(first):
+            if all(x is first for x in leaves) or all(
+                np.shape(x) == np.shape(first) and np.array_equal(x, first)
+                for x in leaves[1:]
+            ):
+                shared.append(first)
+                stacked.append(None)
+            else:
+                if any(np.shape(x) != np.shape(first) for x in leaves):
+                    raise ValueError(
+                        "configurations have array leaves of different shapes "
+                        f"({sorted({np.shape(x) for x in leaves})}): pad data sets "
+                        "to one length (zero-weight rows)."
+                    )
+                shared.append(None)
+                stacked.append(np.stack([np.asarray(x) for x in leaves]))
+        else:
+            if not all(_same(x, first) for x in leaves):
+                raise ValueError(
+                    "configurations differ in a non-array field "
+                    f"({first!r} vs others): only array leaves can vary in a survey."
+                )
+            shared.append(first)
+            stacked.append(None)
+    return (
+        jax.tree.unflatten(treedef, shared),
+        jax.tree.unflatten(treedef, stacked),
+    )
+
+
+def _same(a, b) -> bool:
+    try:
+        return bool(a is b or a == b)
+    except Exception:  # noqa: BLE001 - uncomparable objects
+        return False
+
+
+def _fingerprint(shared, stacked, solver, opts_record) -> str:
+    h = hashlib.sha256()
+    for tree in (shared, stacked):
+        leaves, treedef = jax.tree.flatten(tree)
+        h.update(str(treedef).encode())
+        for x in leaves:
+            if eqx.is_array(x):
+                a = np.ascontiguousarray(np.asarray(x))
+                h.update(f"{a.shape}{a.dtype}".encode())
+                h.update(a.tobytes())
+            else:
+                h.update(repr(x).encode())
+    h.update(repr(solver).encode())
+    h.update(json.dumps(opts_record, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+@eqx.filter_jit
+def _run_chunk(shared, batched, solver, opts, filter_spec, jac_chunk):
+    def one(b):
+        objective, model = eqx.combine(b, shared)
+        return solve_traced(
+            objective, model, solver, opts, filter_spec, jac_chunk, _VMAP_AXIS
+        )
+
+    return jax.vmap(one, axis_name=_VMAP_AXIS)(batched)
+
+
+def _progress(total: int, enabled: bool):
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return _TextProgress(total)
+    return tqdm(total=total, unit="config", desc="survey")
+
+
+class _TextProgress:
+    def __init__(self, total):
+        self.total, self.n = total, 0
+
+    def update(self, k):
+        self.n += k
+        print(f"survey: {self.n}/{self.total} configurations", file=sys.stderr)
+
+    def close(self):
+        pass
+
+
+def survey(
+    objectives: Sequence[Callable],
+    model: PyTree | Sequence[PyTree],
+    solver: AbstractSolver | str | optax.GradientTransformation = "lbfgs",
+    *,
+    max_steps: int = 100,
+    ftol: float = 1e-10,
+    gtol: float = 1e-10,
+    params: Callable[[Any], bool] = eqx.is_inexact_array,
+    chunk_size: int | str | None = None,
+    memory_budget: int | float = DEFAULT_MEMORY_BUDGET,
+    devices: Sequence[jax.Device] | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    progress: bool = False,
+    callback: Callable[[int, Solution], None] | None = None,
+) -> SurveyResult:
+    """Many reconstructions — over weights, prior widths, systematic noise, data
+    sets padded to one length: anything that is an array leaf — in one compiled
+    program, `vmap`ped in chunks.
+
+    The configurations are given as a list of objectives of one structure (e.g.
+    `[objective.with_weights(w) for w in grid_of_weights]`) and one initial model
+    (or one per configuration). Array leaves that are equal across all
+    configurations are held once; the others are stacked. The configurations are
+    cut into chunks of `chunk_size` per device × the number of devices; the last
+    chunk is padded (repeating a configuration) so that every chunk runs the same
+    compiled program. Memory grows linearly with `chunk_size`; time per
+    configuration falls until the machine is busy (see the survey guide).
+
+    With `checkpoint`, every finished chunk is written to that folder as it
+    finishes; a survey killed mid-way and called again with the same arguments reads
+    the finished chunks back and computes only the others (the results are the
+    same). A folder holding another survey is refused.
+
+    **Arguments:**
+
+    - `objectives`: a sequence of objectives (configurations), all of one
+      structure.
+    - `model`: the initial model, shared, or a sequence of one per configuration.
+    - `solver`, `max_steps`, `ftol`, `gtol`, `params`: as for [`eqmodels.solve`][].
+      The default, `LBFGS()` (backtracking line search), lets every member advance
+      one evaluation at a time, independently.
+    - `chunk_size`: configurations per device per chunk (default: all of them in
+      one chunk, up to 64 per device), or `"auto"`: the largest chunk whose memory,
+      modelled as `m0 + m1·chunk` from XLA's memory analysis of the chunk program
+      compiled for two sizes (two extra compilations), fits `memory_budget`.
+    - `memory_budget`: bytes of temporary memory per device for one chunk
+      (`"auto"` only).
+    - `devices`: the devices to split each chunk over (default: all devices of
+      the default backend); the number of configurations need not divide evenly.
+    - `checkpoint`: a folder for finished chunks (created), or `None`.
+    - `progress`: show progress between chunks (tqdm when installed, else a line
+      per chunk on stderr). Never inside the compiled program.
+    - `callback`: `callback(chunk_index, solution_of_the_chunk)` after each chunk
+      computed by this call.
+
+    **Returns:** a [`eqmodels.SurveyResult`][].
+    """
+    objectives = list(objectives) if isinstance(objectives, Sequence) else None
+    if not objectives:
+        raise ValueError(
+            "`objectives` must be a non-empty sequence of objectives (one per "
+            "configuration), e.g. `[obj.with_weights(w) for w in weights]`."
+        )
+    for o in objectives:
+        check_objective(o)
+    n = len(objectives)
+    models = list(model) if isinstance(model, list | tuple) else [model] * n
+    if len(models) != n:
+        raise ValueError(
+            f"`model` has {len(models)} entries for {n} objectives: pass one model "
+            "or one per configuration."
+        )
+    solver = as_solver(solver)
+    devices = list(jax.devices() if devices is None else devices)
+    if not devices:
+        raise ValueError("`devices` is empty.")
+    n_dev = len(devices)
+    per_device = -(-n // n_dev)
+    if chunk_size is None:
+        chunk_size = min(per_device, 64)
+    auto = isinstance(chunk_size, str) and chunk_size == "auto"
+    if not auto and (
+        isinstance(chunk_size, bool)
+        or not isinstance(chunk_size, int)
+        or chunk_size < 1
+    ):
+        raise ValueError(
+            f"`chunk_size` must be a positive int or 'auto', got {chunk_size!r}."
+        )
+    check_memory_budget(memory_budget)
+
+    shared, stacked = _split(list(zip(objectives, models)))
+    dtype = _param_dtype(models[0], params)
+    opts = make_options(max_steps, ftol, gtol, dtype)
+    jac_chunk = 0
+    if isinstance(solver, AbstractLeastSquaresSolver):
+        jac_chunk = auto_chunk(
+            objectives[0], models[0], params, solver.chunk_size, solver.memory_budget
+        )
+
+    mesh = Mesh(np.array(devices), (_AXIS,))
+    rows = NamedSharding(mesh, PartitionSpec(_AXIS))
+    replicated = NamedSharding(mesh, PartitionSpec())
+    shared_dev = jax.tree.map(
+        lambda x: jax.device_put(x, replicated) if eqx.is_array(x) else x, shared
+    )
+
+    if auto:
+        chunk_size = _auto_chunk(
+            shared_dev,
+            stacked,
+            rows,
+            n_dev,
+            per_device,
+            memory_budget,
+            (solver, opts, params, jac_chunk),
+        )
+    batch = chunk_size * n_dev
+    n_chunks = -(-n // batch)
+
+    def chunk_inputs(i):
+        idx = np.arange(i * batch, (i + 1) * batch)
+        idx = np.where(idx < n, idx, 0)  # pad the last chunk (same program)
+        return jax.tree.map(lambda x: jax.device_put(x[idx], rows), stacked)
+
+    folder = None
+    record = {
+        "max_steps": int(max_steps),
+        "ftol": float(ftol),
+        "gtol": float(gtol),
+        "chunk_size": chunk_size,
+        "devices": n_dev,
+    }
+    if checkpoint is not None:
+        folder = pathlib.Path(checkpoint)
+        folder.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "n_configurations": n,
+            "batch": batch,
+            "n_chunks": n_chunks,
+            "fingerprint": _fingerprint(shared, stacked, solver, record),
+        }
+        meta_path = folder / "survey.json"
+        if meta_path.exists():
+            old = json.loads(meta_path.read_text())
+            if old != meta:
+                raise ValueError(
+                    f"`checkpoint` folder {str(folder)!r} holds another survey (other "
+                    "configurations, solver or options): use a new folder, or delete "
+                    "it to start again."
+                )
+        else:
+            _atomic_write(meta_path, json.dumps(meta, indent=1).encode())
+
+    # The structure of one chunk's result (no compilation).
+    out_shape = eqx.filter_eval_shape(
+        _run_chunk, shared_dev, chunk_inputs(0), solver, opts, params, jac_chunk
+    )
+    out_leaves_shape, out_def = jax.tree.flatten(out_shape)
+
+    bar = _progress(n, progress)
+    parts: list[list[np.ndarray]] = []
+    computed, loaded = [], []
+    for i in range(n_chunks):
+        real = min(batch, n - i * batch)
+        path = None if folder is None else folder / f"chunk_{i:05d}.npz"
+        if path is not None and path.exists():
+            with np.load(path) as f:
+                leaves = [f[f"leaf_{j}"] for j in range(len(out_leaves_shape))]
+            loaded.append(i)
+        else:
+            sol = _run_chunk(
+                shared_dev, chunk_inputs(i), solver, opts, params, jac_chunk
+            )
+            leaves = [np.asarray(x)[:real] for x in jax.tree.leaves(sol)]
+            if path is not None:
+                _save_npz(path, leaves)
+            computed.append(i)
+            if callback is not None:
+                callback(i, jax.tree.unflatten(out_def, leaves))
+        parts.append(leaves)
+        if bar is not None:
+            bar.update(real)
+    if bar is not None:
+        bar.close()
+    joined = [
+        jnp.asarray(np.concatenate([p[j] for p in parts]))
+        for j in range(len(out_leaves_shape))
+    ]
+    obj0 = objectives[0]
+    is_data = getattr(obj0, "is_data_term", None)
+    names = getattr(obj0, "names", ())
+    data_names = (
+        tuple(nm for nm, d in zip(names, is_data) if d) if is_data is not None else ()
+    )
+    return SurveyResult(
+        solutions=jax.tree.unflatten(out_def, joined),
+        data_names=data_names,
+        chunk_size=chunk_size,
+        computed_chunks=tuple(computed),
+        loaded_chunks=tuple(loaded),
+    )
+
+
+_MEMORY: dict = {}  # measured chunk memory, per problem structure and chunk size
+
+
+def _auto_chunk(shared_dev, stacked, rows, n_dev, per_device, budget, rest) -> int:
+    """The largest chunk (per device) whose temporary memory, modelled as
+    `m0 + m1·chunk` from XLA's memory analysis of two compiled chunk sizes, fits
+    `budget` bytes per device."""
+    dyn, static = eqx.partition(shared_dev, eqx.is_array)
+
+    def run(d, b):
+        return _run_chunk(eqx.combine(d, static), b, *rest)
+
+    def temp(c):
+        abstract = jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(
+                (c * n_dev, *x.shape[1:]), x.dtype, sharding=rows
+            ),
+            stacked,
+        )
+        analysis = jax.jit(run).lower(dyn, abstract).compile().memory_analysis()
+        if analysis is None:
+            return None
+        return analysis.temp_size_in_bytes + analysis.output_size_in_bytes
+
+    key = (structure_key(shared_dev, stacked, *rest), n_dev)
+
+    def measured(c):
+        if (key, c) not in _MEMORY:
+            _MEMORY[(key, c)] = temp(c)
+        return _MEMORY[(key, c)]
+
+    c1, c2 = 1, 2
+    b1, b2 = measured(c1), measured(c2)
+    if b1 is None or b2 is None:  # no memory analysis on this backend
+        return min(per_device, 64)
+    m1 = max((b2 - b1) / (c2 - c1), 1.0)
+    m0 = max(b1 - m1 * c1, 0.0)
+    return int(np.clip((budget - m0) // m1, 1, per_device))
+
+
+def _atomic_write(path: pathlib.Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _save_npz(path: pathlib.Path, leaves) -> None:
+    tmp = path.with_name(path.stem + ".tmp.npz")
+    with open(tmp, "wb") as f:
+        np.savez(f, **{f"leaf_{j}": x for j, x in enumerate(leaves)})
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,67 @@
+"""Child process of tests/test_survey.py: runs the small survey with a checkpoint
+folder and a compilation cache, optionally killing itself with SIGKILL after a
+given chunk; writes what it saw as JSON.
+
+Usage: python tests/survey_child.py CHECKPOINT CACHE OUT [KILL_AFTER_CHUNK]
+"""
+
+import json
+import os
+import signal
+import sys
+
+
+os.environ["JAX_PLATFORMS"] = "cpu"
+
+import jax  # noqa: E402
+
+
+jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_num_cpu_devices", 4)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import eqmodels as em  # noqa: E402
+
+
+def main():
+    checkpoint, cache, out = sys.argv[1:4]
+    kill_after = int(sys.argv[4]) if len(sys.argv) > 4 else None
+    em.enable_compilation_cache(cache)  # before the first compilation
+    hits = []
+    jax.monitoring.register_event_listener(
+        lambda name, **kw: (
+            hits.append(name) if name == "/jax/compilation_cache/cache_hits" else None
+        )
+    )
+    from tests.survey_problem import configurations, MAX_STEPS, SOLVER
+
+    objectives, model = configurations()
+
+    def callback(i, sol):
+        if kill_after is not None and i == kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    res = em.survey(
+        objectives,
+        model,
+        SOLVER,
+        max_steps=MAX_STEPS,
+        chunk_size=1,
+        devices=jax.devices()[:2],
+        checkpoint=checkpoint,
+        callback=callback,
+    )
+    with open(out, "w") as f:
+        json.dump(
+            {
+                "computed": list(res.computed_chunks),
+                "loaded": list(res.loaded_chunks),
+                "cache_hits": len(hits),
+                "params": res.solutions.model.params.tolist(),
+            },
+            f,
+        )
+
+
+if __name__ == "__main__":
+    main()

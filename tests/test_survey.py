@@ -1,0 +1,203 @@
+"""`survey`: equals single solves per configuration; ranking and top set; resume
+after an interruption (in process, and after SIGKILL in a child process) loses
+nothing and recomputes nothing finished; the compilation cache serves a second
+process; errors."""
+
+import json
+import pathlib
+import signal
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import eqmodels as em
+from tests.helpers import assert_allclose
+from tests.survey_problem import configurations, GRID, MAX_STEPS, SOLVER
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def problem():
+    objectives, model = configurations()
+    singles = [em.solve(o, model, SOLVER, max_steps=MAX_STEPS) for o in objectives]
+    return objectives, model, singles
+
+
+def _survey(objectives, model, **kw):
+    kw.setdefault("chunk_size", 1)
+    kw.setdefault("devices", jax.devices()[:2])
+    return em.survey(objectives, model, SOLVER, max_steps=MAX_STEPS, **kw)
+
+
+def test_survey_equals_single_solves(problem):
+    objectives, model, singles = problem
+    # 6 configurations, 2 devices × 2 per chunk = 4: two chunks, the last padded.
+    res = _survey(objectives, model, chunk_size=2)
+    assert len(res) == 6 and res.computed_chunks == (0, 1)
+    for i, s in enumerate(singles):
+        assert_allclose(res.solutions.model.params[i], s.model.params, rtol=1e-9)
+        assert_allclose(res.solutions.value[i], s.value, rtol=1e-10)
+        assert int(res.solutions.steps[i]) == int(s.steps)
+        assert_allclose(res[i].report["vis"], s.report["vis"], rtol=1e-10)
+    # Ranked by χ² (the data terms' mean; here the one VisChi2).
+    chi2 = np.array([float(s.report["vis"]) for s in singles])
+    assert res.data_names == ("vis",)
+    np.testing.assert_array_equal(res.ranking(), np.argsort(chi2))
+    threshold = float(np.median(chi2))
+    top = res.top_set(threshold)
+    expected = [i for i in np.argsort(chi2) if chi2[i] <= threshold]
+    np.testing.assert_array_equal(top, expected)
+    np.testing.assert_array_equal(res.top_set({"vis": threshold}), expected)
+
+
+def test_survey_on_one_device_and_uneven_split(problem):
+    objectives, model, singles = problem
+    res = _survey(objectives[:5], model, chunk_size=2, devices=jax.devices()[:3])
+    for i in range(5):
+        assert_allclose(
+            res.solutions.model.params[i], singles[i].model.params, rtol=1e-9
+        )
+
+
+def test_resume_after_an_interruption_recomputes_nothing(problem, tmp_path):
+    objectives, model, singles = problem
+
+    class Stop(Exception):
+        pass
+
+    def stop_after_first(i, sol):
+        if i == 1:
+            raise Stop
+
+    with pytest.raises(Stop):
+        _survey(objectives, model, checkpoint=tmp_path, callback=stop_after_first)
+    assert sorted(p.name for p in tmp_path.glob("chunk_*.npz")) == [
+        "chunk_00000.npz",
+        "chunk_00001.npz",
+    ]
+    res = _survey(objectives, model, checkpoint=tmp_path)
+    assert res.loaded_chunks == (0, 1) and res.computed_chunks == (2,)
+    for i, s in enumerate(singles):
+        assert_allclose(res.solutions.model.params[i], s.model.params, rtol=1e-9)
+    # Everything finished: nothing is computed again.
+    again = _survey(objectives, model, checkpoint=tmp_path)
+    assert again.computed_chunks == () and again.loaded_chunks == (0, 1, 2)
+    # Another survey in the same folder is refused.
+    with pytest.raises(ValueError, match="`checkpoint`"):
+        _survey(objectives[:4], model, checkpoint=tmp_path)
+
+
+def _child(*args):
+    return subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "survey_child.py"), *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_survey_killed_with_sigkill_resumes_and_cache_serves_second_process(
+    problem, tmp_path
+):
+    objectives, model, singles = problem
+    ckpt, cache = tmp_path / "ckpt", tmp_path / "cache"
+    first = _child(ckpt, cache, tmp_path / "a.json", 1)
+    assert first.returncode == -signal.SIGKILL, first.stderr[-2000:]
+    assert not (tmp_path / "a.json").exists()
+    assert len(list(ckpt.glob("chunk_*.npz"))) == 2
+    assert any(cache.iterdir())  # the first process wrote its programs
+    second = _child(ckpt, cache, tmp_path / "b.json")
+    assert second.returncode == 0, second.stderr[-2000:]
+    out = json.loads((tmp_path / "b.json").read_text())
+    assert out["loaded"] == [0, 1] and out["computed"] == [2]
+    assert out["cache_hits"] >= 1  # the chunk program came from the cache
+    params = np.array(out["params"])
+    for i, s in enumerate(singles):
+        assert_allclose(params[i], s.model.params, rtol=1e-9)
+
+
+def test_survey_errors(problem):
+    objectives, model, _ = problem
+    with pytest.raises(ValueError, match="`objectives`"):
+        em.survey([], model)
+    with pytest.raises(ValueError, match="`model`"):
+        em.survey(objectives, [model, model])
+    with pytest.raises(ValueError, match="`chunk_size`"):
+        em.survey(objectives, model, chunk_size=0)
+    other = em.VisChi2(
+        em.DirectFT(GRID, np.array([1e9, 2e9]), np.array([0.0, 1e9])),
+        jnp.ones(2, complex),
+        np.ones(2),
+    ) + em.TSV(GRID)
+    with pytest.raises(ValueError, match="pad data sets"):
+        em.survey([objectives[0], other], model)
+    res = _survey(objectives[:2], model)
+    with pytest.raises(ValueError, match="not report keys"):
+        res.chi2(["cphase"])
+
+
+@pytest.mark.parametrize(
+    "solver",
+    [em.Adam(0.01), em.LevenbergMarquardt(chunk_size=8)],
+    ids=["adam", "lm"],
+)
+def test_survey_other_solvers_equal_single_solves(problem, solver):
+    objectives, model, _ = problem
+    # Data terms only (least squares): configurations 0 and 3 differ in their data.
+    objectives = [objectives[i].terms[0] for i in (0, 3)]
+    res = em.survey(objectives, model, solver, max_steps=15, devices=jax.devices()[:1])
+    for i, o in enumerate(objectives):
+        s = em.solve(o, model, solver, max_steps=15)
+        assert_allclose(res.solutions.model.params[i], s.model.params, rtol=1e-9)
+        assert int(res.solutions.steps[i]) == int(s.steps)
+
+
+def test_survey_auto_chunk_follows_the_memory_budget(problem, capsys):
+    objectives, model, singles = problem
+    # 4 configurations on 2 devices: at most 2 per device; the chunk programs are
+    # the ones the other tests compiled (1 and 2 per device).
+    small = _survey(objectives[:4], model, chunk_size="auto", memory_budget=1)
+    assert small.chunk_size == 1 and small.computed_chunks == (0, 1)
+    big = _survey(objectives[:4], model, chunk_size="auto", memory_budget=2**30)
+    assert big.chunk_size == 2 and big.computed_chunks == (0,)
+    for i in range(4):
+        assert_allclose(
+            big.solutions.model.params[i], singles[i].model.params, rtol=1e-9
+        )
+    # Progress between chunks (plain lines without tqdm).
+    _survey(objectives[:4], model, progress=True)
+    assert "survey: 4/4 configurations" in capsys.readouterr().err
+
+
+def test_enable_compilation_cache_rejects_a_file(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(ValueError, match="`path`"):
+        em.enable_compilation_cache(f)
+
+
+def test_survey_over_data_sets_of_different_lengths():
+    """Two days (04-10 lo, and 04-10 without SM: fewer rows and points) padded to one
+    shape with `pad_to_match`: one survey equals a single solve per day."""
+    from tests.test_terms_rows import _day, _round1, DAY_100
+
+    day = _day(DAY_100)
+    days = [day, day.flag_stations(["SM"])]
+    grid = em.ImageGrid.from_fov(16, 128.0)
+    objectives = [_round1(d, "separable", grid)[1] for d in days]
+    assert objectives[0].terms[0].rows != objectives[1].terms[0].rows
+    padded = em.pad_to_match(objectives)
+    prior = em.GaussianImage(grid, 0.6, em.uas_to_rad(40.0))()
+    model = em.PixelImage.from_image(prior, grid)
+    res = em.survey(padded, model, "lbfgs", max_steps=15, devices=jax.devices()[:1])
+    for k, obj in enumerate(objectives):
+        single = em.solve(obj, model, "lbfgs", max_steps=15)
+        assert_allclose(res.solutions.value[k], single.value, rtol=1e-9)
+        assert_allclose(res.solutions.model.params[k], single.model.params, rtol=1e-8)
