@@ -70,6 +70,17 @@ from ._data._visdata import concatenate as concatenate, VisData as VisData
 from ._forward._select import make_forward as make_forward
 from ._image._gaussian import GaussianImage as GaussianImage
 from ._image._ring import RingImage as RingImage
+from ._plot._amplitudes import plot_amplitudes as plot_amplitudes
+from ._plot._closures import (
+    closure_phase_residuals as closure_phase_residuals,
+    plot_closure_phase_residuals as plot_closure_phase_residuals,
+)
+from ._plot._image import (
+    image_in_units as image_in_units,
+    plot_image as plot_image,
+    plot_images as plot_images,
+)
+from ._plot._uv import plot_uv_coverage as plot_uv_coverage
 from ._regularizers._base import (
     AbstractRegularizer as AbstractRegularizer,
     beam_from_uv as beam_from_uv,

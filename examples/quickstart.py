@@ -80,24 +80,16 @@ def main(n_steps=300, seed=0):
 
 
 def save_png(truth, img, grid):
+    """Truth and reconstruction side by side, one colour scale (Jy/µas²)."""
     try:
         import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
     except ImportError:
         print("(matplotlib not installed: no PNG)")
         return
+    matplotlib.use("Agg")
     out = pathlib.Path(__file__).parent / "output"
     out.mkdir(exist_ok=True)
-    half = em.rad_to_uas(grid.fov[1]) / 2
-    fig, axes = plt.subplots(1, 2, figsize=(8, 4))
-    for ax, im, title in zip(axes, (truth, img), ("truth", "reconstruction")):
-        ax.imshow(im, cmap="afmhot", extent=(half, -half, -half, half))
-        ax.set_title(title)
-        ax.set_xlabel("Δα (µas)")
-    axes[0].set_ylabel("Δδ (µas)")
-    fig.tight_layout()
+    fig = em.plot_images([truth, img], grid, titles=["truth", "reconstruction"])
     fig.savefig(out / "quickstart.png", dpi=100)
     print(f"saved {out / 'quickstart.png'}")
 

@@ -1,8 +1,9 @@
 """Shared comparison helpers."""
 
 import jax
-import jax.numpy as jnp
 import numpy as np
+
+import eqmodels.testing as emt
 
 
 def rtol_for(dtype) -> float:
@@ -45,11 +46,7 @@ def central_fd(f, x, directions, h):
 
 def check_grad_fd(f, x, *, n_dirs=4, rel_h=1e-5, rtol=1e-6, seed=0):
     """Compare `jax.grad(f)(x)` projected on random directions with central finite
-    differences."""
-    rng = np.random.default_rng(seed)
-    g = np.asarray(jax.grad(f)(jnp.asarray(x)))
-    dirs = [rng.standard_normal(np.shape(x)) for _ in range(n_dirs)]
-    h = rel_h * max(float(np.max(np.abs(x))), 1e-300)
-    fd = central_fd(f, x, dirs, h)
-    ad = np.array([np.sum(g * d) for d in dirs])
-    assert_allclose(ad, fd, rtol=rtol, err="(autodiff vs central differences)")
+    differences ([`eqmodels.testing.check_grad_fd`][])."""
+    emt.check_grad_fd(
+        f, np.asarray(x), n_directions=n_dirs, rel_step=rel_h, rtol=rtol, seed=seed
+    )

@@ -1,0 +1,185 @@
+"""`eqmodels.testing`: every check passes on a correct module and fails, with a
+report that says what is wrong, on a deliberately broken one."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import eqmodels as em
+import eqmodels.testing as emt
+
+
+GRID = em.ImageGrid(6, 7, em.uas_to_rad(5.0))
+RNG = np.random.default_rng(0)
+U, V = RNG.uniform(-0.4 / GRID.psize, 0.4 / GRID.psize, (2, 11))
+IMAGE = RNG.uniform(0.1, 1.0, GRID.shape) / GRID.npix
+XX, YY = GRID.coords()
+# The dense matrix of CONVENTIONS.md (triangle pulse).
+PULSE = (np.sinc(U * GRID.psize) * np.sinc(V * GRID.psize)) ** 2
+A = PULSE[:, None] * np.exp(2j * np.pi * (np.outer(U, XX) + np.outer(V, YY)))
+OBS = A @ (1.05 * IMAGE).ravel()
+SIGMA = np.full(11, 0.01)
+
+
+def vis_chi2_numpy(img):
+    r = A @ img.ravel() - OBS
+    n = OBS.size
+    value = np.sum(np.abs(r) ** 2 / SIGMA**2) / (2 * n)
+    grad = np.real(A.T @ (np.conj(r) / SIGMA**2)) / n
+    return value, grad.reshape(img.shape)
+
+
+def vis_term():
+    return em.VisChi2(em.DirectFT(GRID, U, V), OBS, SIGMA)
+
+
+class ScaledGradient(em.AbstractRegularizer, strict=True):
+    """Σ I²/2 with a custom derivative that is off by a factor 1.5."""
+
+    def penalty(self, image):
+        return _half_sum_sq(image)
+
+
+@jax.custom_vjp
+def _half_sum_sq(x):
+    return 0.5 * jnp.sum(x * x)
+
+
+_half_sum_sq.defvjp(lambda x: (_half_sum_sq(x), x), lambda x, g: (1.5 * g * x,))
+
+
+class NotJittable(em.AbstractRegularizer, strict=True):
+    """Python control flow on an array value: fine eagerly, not under jit."""
+
+    def penalty(self, image):
+        if jnp.sum(image) > 0:
+            return jnp.sum(image**2)
+        return jnp.sum(image)
+
+
+class UndeclaredRows(em.AbstractDataTerm, strict=True):
+    """A data term holding a per-row leaf (`power`) it forgot to list in
+    `row_fields`: right alone, not splittable over devices."""
+
+    forward: em.AbstractForwardModel | None
+    power: jax.Array
+    weight: jax.Array
+    n_rows: jax.Array
+
+    def __init__(self, forward, power):
+        self.forward = forward
+        self.power = jnp.asarray(power)
+        self.weight = jnp.ones(power.shape[0])
+        self.n_rows = em.n_rows_leaf(power.shape[0])
+
+    def residuals_from_vis(self, vis):
+        return (jnp.abs(vis) ** 2 - self.power) * jnp.sqrt(self.weight / self.n_rows)
+
+    def chi2_from_vis(self, vis):
+        r = self.residuals_from_vis(vis)
+        return jnp.sum(r * r)
+
+
+def test_check_against_numpy_passes_on_a_correct_term():
+    emt.check_against_numpy(vis_term(), vis_chi2_numpy, IMAGE)
+    emt.check_against_numpy(vis_term(), vis_chi2_numpy, IMAGE, jit=False)
+
+
+def test_check_against_numpy_reports_a_wrong_gradient():
+    def off_by_factor(img):
+        value, grad = vis_chi2_numpy(img)
+        return value, 1.01 * grad
+
+    with pytest.raises(AssertionError) as info:
+        emt.check_against_numpy(vis_term(), off_by_factor, IMAGE)
+    msg = str(info.value)
+    assert "gradient w.r.t. argument 0" in msg
+    assert "ULP" in msg and "relative to that scale: 9.9" in msg  # 0.01/1.01
+    assert "float64" in msg and "rtol 1.0e-12" in msg
+
+
+def test_check_against_numpy_reports_a_wrong_value():
+    with pytest.raises(AssertionError, match="^value differs"):
+        emt.check_against_numpy(
+            vis_term(),
+            lambda x: (vis_chi2_numpy(x)[0] * (1 + 1e-9), vis_chi2_numpy(x)[1]),
+            IMAGE,
+        )
+    # ... which a looser tolerance accepts.
+    emt.check_against_numpy(
+        vis_term(),
+        lambda x: (vis_chi2_numpy(x)[0] * (1 + 1e-9), vis_chi2_numpy(x)[1]),
+        IMAGE,
+        rtol=1e-8,
+    )
+
+
+def test_float32_tolerance_is_dtype_aware():
+    term = em.VisChi2(em.DirectFT(GRID, U, V, dtype=jnp.float32), OBS, SIGMA)
+    img32 = IMAGE.astype(np.float32)
+    emt.check_against_numpy(term, vis_chi2_numpy, img32)  # 1e-5 by default
+    with pytest.raises(AssertionError, match="float32, rtol 1.0e-12"):
+        emt.check_against_numpy(term, vis_chi2_numpy, img32, rtol=1e-12)
+    assert emt.default_rtol(jnp.float32) == 1e-5
+    assert emt.default_rtol(np.complex128) == 1e-12
+
+
+def test_assert_close_reports_shape_and_non_finite_values():
+    with pytest.raises(AssertionError, match="shape"):
+        emt.assert_close(np.ones(3), np.ones(4))
+    with pytest.raises(
+        AssertionError,
+        match=r"gradient: 1 non-finite value\(s\), first at index \(1,\)",
+    ):
+        emt.assert_close(np.array([1.0, np.nan]), np.ones(2), name="gradient")
+    emt.assert_close(np.ones(3) * (1 + 1e-13), np.ones(3))
+
+
+def test_check_grad_fd_passes_and_fails():
+    emt.check_grad_fd(vis_term(), IMAGE)
+    emt.check_grad_fd(em.TV(GRID), IMAGE)
+    with pytest.raises(AssertionError) as info:
+        emt.check_grad_fd(ScaledGradient(), IMAGE)
+    msg = str(info.value)
+    assert "central finite differences" in msg and "direction 0: autodiff" in msg
+    # A given gradient is checked instead of jax.grad's.
+    good = jax.grad(vis_term())(jnp.asarray(IMAGE))
+    emt.check_grad_fd(vis_term(), IMAGE, grad=good)
+    with pytest.raises(AssertionError, match="directional derivative"):
+        emt.check_grad_fd(vis_term(), IMAGE, grad=2 * good)
+
+
+def test_check_transforms_passes_on_correct_terms():
+    emt.check_transforms(vis_term(), IMAGE)  # jit, vmap, sharded over 8 devices
+    emt.check_transforms(em.TV(GRID), IMAGE, batch=np.stack([IMAGE, 2 * IMAGE]))
+    cp = em.ClosurePhaseChi2(
+        em.DirectFT(
+            GRID,
+            np.stack([U[:3], U[3:6], -U[:3] - U[3:6]], 1),
+            np.stack([V[:3], V[3:6], -V[:3] - V[3:6]], 1),
+        ),
+        np.zeros(3),
+        np.full(3, 0.1),
+    )
+    emt.check_transforms(cp, IMAGE)  # 3 rows: a 3-device mesh
+
+
+def test_check_transforms_names_a_non_jittable_term():
+    term = NotJittable()
+    float(term(IMAGE))  # fine eagerly
+    with pytest.raises(
+        AssertionError, match="fails under jax.jit: TracerBoolConversionError"
+    ):
+        emt.check_transforms(term, IMAGE)
+
+
+def test_check_transforms_catches_a_term_that_cannot_be_sharded():
+    fwd = em.DirectFT(GRID, U, V)
+    term = UndeclaredRows(fwd, 1.1 * np.abs(np.asarray(fwd(jnp.asarray(IMAGE)))) ** 2)
+    emt.check_transforms(term, IMAGE, sharded=False)
+    assert len(jax.devices()) > 1
+    with pytest.raises(
+        AssertionError, match="fails under ShardedChi2 over 8 devices.*row_fields"
+    ):
+        emt.check_transforms(term, IMAGE)
