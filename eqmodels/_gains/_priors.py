@@ -116,7 +116,7 @@ class GainAmplitudePrior(AbstractGainPrior, strict=True):
     def __init__(
         self,
         gains: StationGains,
-        tol: float | tuple[float, float] | dict = 0.2,
+        tol: float | tuple | list | dict = 0.2,
     ):
         """**Arguments:**
 

@@ -101,7 +101,7 @@ def self_calibrate(
     method: str = "both",
     stations=None,
     interval: str | float | int = "scan",
-    gain_tol: float | tuple[float, float] | dict = 0.2,
+    gain_tol: float | tuple | list | dict = 0.2,
     pad_amp: float | int = 0.0,
     debias: bool = True,
     phase_reference: str | None = None,

@@ -42,10 +42,10 @@ class StationGains(eqx.Module, strict=True):
 
     def __init__(
         self,
-        log_amp: Float[ArrayLike, "k s"],
-        phase: Float[ArrayLike, "k s"],
-        slot_interval: Int[ArrayLike, " t"],
-        bounds: Float[ArrayLike, "k 2"],
+        log_amp: ArrayLike,
+        phase: ArrayLike,
+        slot_interval: ArrayLike,
+        bounds: ArrayLike,
         station_names: Sequence[str],
     ):
         """**Arguments:**
@@ -120,7 +120,7 @@ class StationGains(eqx.Module, strict=True):
         data: VisData,
         interval: str | float | int = "scan",
         *,
-        gains: Complex[ArrayLike, "k s"] | None = None,
+        gains: ArrayLike | None = None,
         scan_gap: float | int = DEFAULT_SCAN_GAP_S,
     ) -> "StationGains":
         """Gains for the time slots and stations of `data` (all 1 by default).
