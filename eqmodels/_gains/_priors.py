@@ -72,7 +72,9 @@ def tolerance_pair(name, tol) -> tuple[float, float]:
     return t, t
 
 
-def station_tolerances(tol, station_names) -> tuple[np.ndarray, np.ndarray]:
+def station_tolerances(
+    tol, station_names, name: str = "tol"
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-station `(above, below)` tolerances from a number, a pair, or a dict
     `{station: number or pair}` (key `"default"` for the others, else ∞)."""
     n = len(station_names)
@@ -80,20 +82,20 @@ def station_tolerances(tol, station_names) -> tuple[np.ndarray, np.ndarray]:
         unknown = [k for k in tol if k != "default" and k not in station_names]
         if unknown:
             raise ValueError(
-                f"`tol` names unknown station(s) {unknown}; the gains have "
+                f"`{name}` names unknown station(s) {unknown}; the gains have "
                 f"{list(station_names)}."
             )
         default = (
-            tolerance_pair("tol['default']", tol["default"])
+            tolerance_pair(f"{name}['default']", tol["default"])
             if "default" in tol
             else (math.inf, math.inf)
         )
         pairs = [
-            tolerance_pair(f"tol[{s!r}]", tol[s]) if s in tol else default
+            tolerance_pair(f"{name}[{s!r}]", tol[s]) if s in tol else default
             for s in station_names
         ]
     else:
-        pairs = [tolerance_pair("tol", tol)] * n
+        pairs = [tolerance_pair(name, tol)] * n
     arr = np.array(pairs, np.float64)
     return arr[:, 0], arr[:, 1]
 
@@ -136,7 +138,8 @@ class GainAmplitudePrior(AbstractGainPrior, strict=True):
 
     def gain_residuals(self, gains: StationGains) -> Float[Array, " m"]:
         a = gains.log_amp
-        tol = jnp.where(a > 0, self.tol_above, self.tol_below).astype(a.dtype)
+        tol = jnp.where(a > 0, self.tol_above[None, :], self.tol_below[None, :])
+        tol = tol.astype(a.dtype)
         return (a / tol).reshape(-1)
 
 

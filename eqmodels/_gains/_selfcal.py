@@ -24,7 +24,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import ArrayLike, Complex, Float
+from jaxtyping import ArrayLike, Float
 
 from .._data._noise import check_fraction, debiased_amplitude
 from .._data._visdata import DEFAULT_SCAN_GAP_S, VisData
@@ -97,7 +97,7 @@ def self_calibrate(
     image: Float[ArrayLike, "ny nx"] | AbstractImageModel | None = None,
     *,
     grid: ImageGrid | None = None,
-    model_vis: Complex[ArrayLike, " n"] | None = None,
+    model_vis: ArrayLike | None = None,
     method: str = "both",
     stations=None,
     interval: str | float | int = "scan",
@@ -161,7 +161,7 @@ def self_calibrate(
         ref = names.index(phase_reference)
     if isinstance(gain_tol, dict):
         gain_tol = {"default": 0.2, **gain_tol}
-    above, below = station_tolerances(gain_tol, names)
+    above, below = station_tolerances(gain_tol, names, "gain_tol")
     mv = _model_vis(data, image, grid, model_vis, pulse)
 
     slot, bounds = solution_intervals(data, interval, scan_gap=scan_gap)
@@ -258,13 +258,15 @@ def _solve(obs, mod, sinv, a1, a2, free, above, below, ref, *, method, max_steps
             # phase objective has local minima that a start at 0 falls into.
             g0 = _stefcal(obs, mod, sinv, a1, a2, free, n_st)
             p0 = p0.at[n_st:].set(jnp.angle(g0) * free)
-        jac0 = jax.jacfwd(residuals)(p0) * free_p
+        jac0 = jax.jacfwd(residuals)(p0) * free_p[None, :]
         lam0 = 1e-3 * jnp.maximum(jnp.max(jnp.sum(jac0 * jac0, axis=0)), 1e-30)
         one_ = jnp.asarray(2.0, p0.dtype)
         p, _, _, _ = jax.lax.fori_loop(
             0, max_steps, step, (p0, lam0, one_, cost(p0))
         )
-        return p[:n_st], p[n_st:]
+        # The reference phase exactly 0 (the data do not see it).
+        ph = p[n_st:] - (ref_w @ p[n_st:]) * free * fit_phase
+        return p[:n_st], ph
 
     return jax.vmap(one)(obs, mod, sinv, a1, a2, free)
 

@@ -230,7 +230,7 @@ class StationGains(eqx.Module, strict=True):
             for s in data.station_names
         ]
         cols_arr = jnp.asarray(np.maximum(cols, 0))
-        known = jnp.asarray(np.asarray(cols) >= 0)
+        known = jnp.asarray(np.asarray(cols) >= 0)[None, :]
         zero = jnp.zeros((), self.log_amp.dtype)
         la = jnp.where(known, self.log_amp[:, cols_arr], zero)
         ph = jnp.where(known, self.phase[:, cols_arr], zero)
