@@ -18,8 +18,6 @@ the rows are padded to one length per interval (weight 0), and the steps are
 `jax.vmap`ped over intervals inside one compiled program.
 """
 
-import functools
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -191,18 +189,19 @@ def self_calibrate(
         jnp.asarray(above),
         jnp.asarray(below),
         jnp.asarray(ref),
-        method=method,
+        jnp.asarray([method != "phase", method != "amp"]),
         max_steps=max_steps,
     )
     gains = StationGains(la, ph, slot, bounds, names)
     return gains.calibrate(data), gains
 
 
-@functools.partial(eqx.filter_jit)
-def _solve(obs, mod, sinv, a1, a2, free, above, below, ref, *, method, max_steps):
+@eqx.filter_jit
+def _solve(obs, mod, sinv, a1, a2, free, above, below, ref, fit, *, max_steps):
+    # `fit` = (amplitudes free, phases free): traced, so the three methods share
+    # one compiled program per problem shape.
     n_st = free.shape[1]
-    fit_amp = method != "phase"
-    fit_phase = method != "amp"
+    fit_amp, fit_phase = fit[0], fit[1]
 
     def one(obs, mod, sinv, a1, a2, free):
         free_p = jnp.concatenate(
@@ -221,7 +220,7 @@ def _solve(obs, mod, sinv, a1, a2, free, above, below, ref, *, method, max_steps
             d = (obs - g * mod) * sinv
             tol = jnp.where(la > 0, above, below)
             prior = jnp.where(free, la / tol, 0.0)
-            gauge = jnp.sum(ref_w * ph)[None] * fit_phase
+            gauge = jnp.sum(ref_w * ph)[None] * fit_phase.astype(ph.dtype)
             return jnp.concatenate([d.real, d.imag, prior, gauge])
 
         def cost(p):
@@ -252,12 +251,11 @@ def _solve(obs, mod, sinv, a1, a2, free, above, below, ref, *, method, max_steps
             )
 
         p0 = jnp.zeros(2 * n_st, obs.real.dtype)
-        if fit_phase:
-            # Start the phases from an unregularised complex-gain solution
-            # (alternating least squares, StEFCal: Salvini & Wijnholds 2014): the
-            # phase objective has local minima that a start at 0 falls into.
-            g0 = _stefcal(obs, mod, sinv, a1, a2, free, n_st)
-            p0 = p0.at[n_st:].set(jnp.angle(g0) * free)
+        # Start the phases from an unregularised complex-gain solution
+        # (alternating least squares, StEFCal: Salvini & Wijnholds 2014): the
+        # phase objective has local minima that a start at 0 falls into.
+        g0 = _stefcal(obs, mod, sinv, a1, a2, free, n_st)
+        p0 = p0.at[n_st:].set(jnp.where(free & fit_phase, jnp.angle(g0), 0.0))
         jac0 = jax.jacfwd(residuals)(p0) * free_p[None, :]
         lam0 = 1e-3 * jnp.maximum(jnp.max(jnp.sum(jac0 * jac0, axis=0)), 1e-30)
         one_ = jnp.asarray(2.0, p0.dtype)
@@ -265,7 +263,7 @@ def _solve(obs, mod, sinv, a1, a2, free, above, below, ref, *, method, max_steps
             0, max_steps, step, (p0, lam0, one_, cost(p0))
         )
         # The reference phase exactly 0 (the data do not see it).
-        ph = p[n_st:] - (ref_w @ p[n_st:]) * free * fit_phase
+        ph = p[n_st:] - (ref_w @ p[n_st:]) * (free & fit_phase)
         return p[:n_st], ph
 
     return jax.vmap(one)(obs, mod, sinv, a1, a2, free)
