@@ -256,7 +256,6 @@ def test_closure_terms_are_gain_invariant():
     for term in (
         em.ClosurePhaseChi2.from_data(em.closure_phases(d), GRID),
         em.LogClosureAmpChi2.from_data(em.log_closure_amplitudes(d), GRID),
-        em.ClosureAmpChi2.from_data(em.closure_amplitudes(d), GRID),
     ):
         wrapped = em.GainCorrected(term, g)
         value = eqx.filter_jit(lambda t, x: t(x))
@@ -383,7 +382,7 @@ def test_priors_match_numpy():
     img = jnp.asarray(truth_image())
     for prior, ref in cases:
         value, g_la, g_ph = ref()
-        got = eqx.filter_jit(lambda p, x: p(x))(prior, img)
+        got = prior(img)
         assert_allclose(got, value, rtol=1e-12)
         grad = eqx.filter_grad(lambda gg: em.with_gains(prior, gg)(img))(g)
         if g_la is not None:
