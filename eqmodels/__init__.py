@@ -111,4 +111,28 @@ from ._terms._camp import ClosureAmpChi2 as ClosureAmpChi2
 from ._terms._cphase import ClosurePhaseChi2 as ClosurePhaseChi2
 from ._terms._logcamp import LogClosureAmpChi2 as LogClosureAmpChi2
 from ._terms._stack import pad_and_stack as pad_and_stack, pad_to_match as pad_to_match
+
+
 # --- end objective ---
+# isort: split
+# --- gains and self-calibration (issue 10) ---
+from ._data._recipe_ops import (
+    blur_image as blur_image,
+    rescale_zero_baseline as rescale_zero_baseline,
+    reverse_taper as reverse_taper,
+    taper as taper,
+)
+from ._gains._corrected import GainCorrected as GainCorrected
+from ._gains._intervals import solution_intervals as solution_intervals
+from ._gains._priors import (
+    AbstractGainPrior as AbstractGainPrior,
+    GainAmplitudePrior as GainAmplitudePrior,
+    GainPhaseReference as GainPhaseReference,
+    GainSmoothness as GainSmoothness,
+)
+from ._gains._selfcal import self_calibrate as self_calibrate
+from ._gains._station_gains import (
+    StationGains as StationGains,
+    with_gains as with_gains,
+)
+# --- end gains ---

@@ -128,7 +128,7 @@ class AbstractTerm(eqx.Module, strict=True):
 
 def default_name(term: AbstractTerm) -> str:
     """The report key of a term: its `report_name` (a class attribute, or a
-    property of a wrapper), else its class name."""
+    property of a wrapper that reports its inner term's), else its class name."""
     return term.report_name or type(term).__name__
 
 

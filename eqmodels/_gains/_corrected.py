@@ -1,0 +1,145 @@
+"""`GainCorrected`: a data term whose model visibilities pass through station
+gains before its arithmetic."""
+
+from collections.abc import Sequence
+
+import equinox as eqx
+import numpy as np
+from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
+
+from .._forward._base import AbstractForwardModel, gather_index
+from .._terms._base import AbstractDataTerm, default_name
+from .._validation import is_concrete
+from ._station_gains import StationGains
+
+
+class GainCorrected(AbstractDataTerm, strict=True):
+    """A data term seen through station gains:
+
+    `χ²(V̂) = term.χ²(g_a conj(g_b) V̂_ab)`
+
+    for every leg of every row (its station pair and time slot are the inner
+    term's `stations` and `time_index`). Works for every data term (built-in or a
+    user's that carries those two leaves) and every forward model; the wrapper
+    holds the forward model and the inner term holds none, so inside an
+    [`eqmodels.Objective`][] it shares a transform like any other term. Closure
+    phases and closure amplitudes are gain-invariant: wrapping them changes
+    nothing but the cost.
+
+    The gains are a leaf: differentiate through them (a joint image + gain
+    solve, see [`eqmodels.with_gains`][]) or freeze them with a filter.
+    """
+
+    term: AbstractDataTerm
+    gains: StationGains
+    forward: AbstractForwardModel | None
+
+    def __init__(self, term: AbstractDataTerm, gains: StationGains):
+        """**Arguments:**
+
+        - `term`: a data term whose rows carry `stations` (each leg's station pair)
+          and `time_index` (each row's time slot), e.g. built with `from_data`.
+        - `gains`: [`eqmodels.StationGains`][] for the same data set (same station
+          table and time slots; carry gains to other data with
+          [`eqmodels.StationGains.at`][]).
+        """
+        if not isinstance(term, AbstractDataTerm):
+            raise TypeError(
+                f"`term` must be a data term, got {type(term).__name__}."
+            )
+        if isinstance(term, GainCorrected):
+            raise TypeError(
+                "`term` is already a GainCorrected: give its inner term "
+                "(`term.term`) and one set of gains."
+            )
+        if not isinstance(gains, StationGains):
+            raise TypeError(
+                f"`gains` must be a StationGains, got {type(gains).__name__}; build "
+                "one with `StationGains.from_data(data, interval)`."
+            )
+        for name in ("stations", "time_index"):
+            if not hasattr(term, name):
+                raise TypeError(
+                    f"{type(term).__name__} has no `{name}` leaf: gains need each "
+                    "row's station pairs and time slot (declare `stations` and "
+                    "`time_index` fields, as the built-in terms do)."
+                )
+        st, ti = term.stations, term.time_index
+        if is_concrete(st) and is_concrete(ti):
+            st, ti = np.asarray(st), np.asarray(ti)
+            if st.size and (st.min() < 0 or ti.min() < 0):
+                raise ValueError(
+                    f"`term` ({type(term).__name__}) has rows with unknown stations or "
+                    "time slots (-1): build it with `from_data` from a VisData or its "
+                    "products, so every row knows its stations and time slot."
+                )
+            if st.size and st.max() >= gains.n_stations:
+                raise ValueError(
+                    f"`term` refers to station index {int(st.max())} but `gains` has "
+                    f"{gains.n_stations} stations: build the gains from the same data "
+                    "set (`StationGains.from_data(data)`) or carry them with "
+                    "`gains.at(data)`."
+                )
+            n_slots = int(gains.slot_interval.shape[0])
+            if ti.size and ti.max() >= n_slots:
+                raise ValueError(
+                    f"`term` refers to time slot {int(ti.max())} but `gains` covers "
+                    f"{n_slots} time slots: build the gains from the data set the term "
+                    "comes from, or carry them with `gains.at(data)`."
+                )
+        self.forward = term.forward
+        self.term = eqx.tree_at(
+            lambda t: t.forward, term, None, is_leaf=lambda x: x is None
+        )
+        self.gains = gains
+
+    @property
+    def report_name(self) -> str:  # type: ignore[override]
+        """The inner term's report name (`amp`, `vis`, ...)."""
+        return default_name(self.term)
+
+    @property
+    def weight(self) -> Float[Array, " n"]:  # type: ignore[override]
+        return self.term.weight
+
+    @property
+    def n_rows(self) -> Int[Array, ""]:  # type: ignore[override]
+        return self.term.n_rows
+
+    @property
+    def stations(self) -> Int[Array, "*points 2"]:
+        return self.term.stations
+
+    @property
+    def time_index(self) -> Int[Array, " n"]:
+        return self.term.time_index
+
+    def corrupted(self, vis: Complex[Array, "*points"]) -> Complex[Array, "*points"]:
+        """The model visibilities with the gains applied."""
+        return self.gains.apply(vis, self.term.stations, self.term.time_index)
+
+    def chi2_from_vis(self, vis: Complex[Array, "*points"]) -> Scalar:
+        return self.term.chi2_from_vis(self.corrupted(vis))
+
+    def residuals_from_vis(self, vis: Complex[Array, "*points"]) -> Float[Array, " m"]:
+        return self.term.residuals_from_vis(self.corrupted(vis))
+
+    def take_rows(
+        self, index: ArrayLike | Sequence[int], *, n_rows: int | None = None
+    ) -> "GainCorrected":
+        idx = gather_index(index, self.rows, "index")
+        out = eqx.tree_at(lambda t: t.term, self, self.term.take_rows(idx, n_rows=n_rows))
+        if self.forward is not None:
+            out = eqx.tree_at(lambda t: t.forward, out, self.forward.take(idx))
+        return out
+
+    def pad_rows(self, length: int) -> "GainCorrected":
+        n = self.rows
+        inner = self.term.pad_rows(length)
+        if inner is self.term:
+            return self
+        out = eqx.tree_at(lambda t: t.term, self, inner)
+        if self.forward is not None:
+            index = np.concatenate([np.arange(n), np.zeros(length - n, np.int64)])
+            out = eqx.tree_at(lambda t: t.forward, out, self.forward.take(index))
+        return out

@@ -1,0 +1,84 @@
+"""Solution intervals: which gain applies at which time slot.
+
+A table built once on the host from a data set: every time slot (an entry of
+[`eqmodels.VisData.timestamps`][], what a term's `time_index` points into) gets the
+index of its solution interval, and every interval its time span `[start, end]`
+(hours), so that gains solved on one data set can be looked up at the times of
+another (nearest interval in time, constant beyond the ends).
+"""
+
+import math
+
+import numpy as np
+
+from .._data._visdata import DEFAULT_SCAN_GAP_S, VisData
+
+
+def check_interval(interval) -> str | float:
+    """`interval` as `"timestamp"`, `"scan"`, `"track"` or a positive number of
+    seconds."""
+    if isinstance(interval, str):
+        if interval not in ("timestamp", "scan", "track"):
+            raise ValueError(
+                f"`interval` must be 'timestamp', 'scan', 'track' or a number of "
+                f"seconds > 0, got {interval!r}."
+            )
+        return interval
+    if isinstance(interval, bool) or not isinstance(interval, int | float):
+        raise TypeError(
+            "`interval` must be 'timestamp', 'scan', 'track' or a number of seconds, "
+            f"got {interval!r}."
+        )
+    if not (math.isfinite(interval) and interval > 0):
+        raise ValueError(
+            f"`interval` in seconds must be finite and > 0, got {interval!r}; use "
+            "'timestamp' for one solution per timestamp."
+        )
+    return float(interval)
+
+
+def solution_intervals(
+    data: VisData,
+    interval: str | float | int = "scan",
+    *,
+    scan_gap: float | int = DEFAULT_SCAN_GAP_S,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The solution intervals of a data set.
+
+    **Arguments:**
+
+    - `data`: a [`eqmodels.VisData`][].
+    - `interval`: `"scan"` (scans found by [`eqmodels.VisData.scans`][]),
+      `"timestamp"` (one per distinct timestamp: eht-imaging's
+      `solution_interval=0`), `"track"` (one for the whole data set), or a number of
+      seconds (fixed bins aligned on 0 h, as eht-imaging's `solution_interval`).
+    - `scan_gap`: the gap (s) that separates scans.
+
+    **Returns:** `(slot_interval, bounds)`: numpy arrays, the interval of each time
+    slot `(n_slots,)` and each interval's `[start, end]` in hours `(n_intervals, 2)`.
+    """
+    if not isinstance(data, VisData):
+        raise TypeError(f"`data` must be a VisData, got {type(data).__name__}.")
+    interval = check_interval(interval)
+    ts = data.timestamps()
+    if interval == "timestamp":
+        return np.arange(ts.size), np.stack([ts, ts], axis=1)
+    if interval == "track":
+        return np.zeros(ts.size, np.int64), np.array([[ts[0], ts[-1]]])
+    if interval == "scan":
+        scans = data.scans(scan_gap)
+        slot = np.searchsorted(scans[:, 0], ts, side="right") - 1
+        return slot.astype(np.int64), np.asarray(scans, np.float64)
+    width = interval / 3600.0
+    bins = np.floor(ts / width).astype(np.int64)
+    used, slot = np.unique(bins, return_inverse=True)
+    bounds = np.stack([used * width, (used + 1) * width], axis=1)
+    return slot.reshape(-1).astype(np.int64), bounds
+
+
+def nearest_interval(bounds: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """For each time, the interval that contains it, else the nearest one in time
+    (the first on ties): constant extrapolation beyond the ends."""
+    times = np.asarray(times, np.float64)[:, None]
+    dist = np.maximum(np.maximum(bounds[None, :, 0] - times, times - bounds[None, :, 1]), 0)
+    return np.argmin(dist, axis=1).astype(np.int64)

@@ -1,0 +1,233 @@
+"""Priors on station gains, as terms of an objective.
+
+Each prior is a sum of squares of its own gains' parameters (`value = Σ r²`,
+`residuals(image)` gives `r`), so it composes with data terms into an
+[`eqmodels.Objective`][] (`chi2 + prior`), works with least-squares solvers, and
+ignores the image. [`eqmodels.with_gains`][] replaces the gains of the data terms
+and the priors of an objective at once.
+"""
+
+import abc
+import math
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float, Scalar
+
+from .._terms._base import AbstractTerm, ImageLike
+from ._station_gains import StationGains
+
+
+class AbstractGainPrior(AbstractTerm, strict=True):
+    """Base class of gain priors: a penalty `Σ r²` on the field `gains`.
+
+    Subclasses declare `gains: StationGains` and implement `gain_residuals(gains)`.
+    """
+
+    gains: eqx.AbstractVar[StationGains]
+
+    @abc.abstractmethod
+    def gain_residuals(self, gains: StationGains) -> Float[Array, " m"]:
+        """**Arguments:** `gains`, a [`eqmodels.StationGains`][].
+
+        **Returns:** the residual vector `r` (the penalty is `Σ r²`).
+        """
+
+    def residuals(self, image: ImageLike | None = None) -> Float[Array, " m"]:
+        """**Arguments:** `image` (ignored: a gain prior does not look at it).
+
+        **Returns:** the residual vector `r` of the current `gains`.
+        """
+        return self.gain_residuals(self.gains)
+
+    def __call__(self, image: ImageLike | None = None) -> Scalar:
+        """**Arguments:** `image` (ignored).
+
+        **Returns:** the penalty `Σ r²`.
+        """
+        r = self.residuals(image)
+        return jnp.sum(r * r)
+
+
+def _tol(name, x):
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        raise TypeError(f"`{name}` must be a number (e.g. 0.2), got {x!r}.")
+    if not (x > 0):
+        raise ValueError(
+            f"`{name}` must be > 0 (math.inf leaves a side free), got {x!r}."
+        )
+    return float(x)
+
+
+def tolerance_pair(name, tol) -> tuple[float, float]:
+    """`tol` (a number, or a pair `(above, below)`) as two positive floats."""
+    if isinstance(tol, tuple | list):
+        if len(tol) != 2:
+            raise ValueError(
+                f"`{name}` must be a number or a pair (above 1, below 1), got {tol!r}."
+            )
+        return _tol(f"{name}[0]", tol[0]), _tol(f"{name}[1]", tol[1])
+    t = _tol(name, tol)
+    return t, t
+
+
+def station_tolerances(
+    tol, station_names, name: str = "tol"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-station `(above, below)` tolerances from a number, a pair, or a dict
+    `{station: number or pair}` (key `"default"` for the others, else ∞)."""
+    n = len(station_names)
+    if isinstance(tol, dict):
+        unknown = [k for k in tol if k != "default" and k not in station_names]
+        if unknown:
+            raise ValueError(
+                f"`{name}` names unknown station(s) {unknown}; the gains have "
+                f"{list(station_names)}."
+            )
+        default = (
+            tolerance_pair(f"{name}['default']", tol["default"])
+            if "default" in tol
+            else (math.inf, math.inf)
+        )
+        pairs = [
+            tolerance_pair(f"{name}[{s!r}]", tol[s]) if s in tol else default
+            for s in station_names
+        ]
+    else:
+        pairs = [tolerance_pair(name, tol)] * n
+    arr = np.array(pairs, np.float64)
+    return arr[:, 0], arr[:, 1]
+
+
+class GainAmplitudePrior(AbstractGainPrior, strict=True):
+    r"""A log-normal prior on the gain amplitudes (eht-imaging's self-calibration
+    prior, `gain_tol`):
+
+    `penalty = Σ_{k,s} (ln|g_ks| / τ_s)²`, with `τ_s = tol_above_s` where
+    `|g| > 1` and `tol_below_s` where `|g| ≤ 1`.
+
+    eht-imaging's `gain_tol=[0.02, 0.2]` is `tol=(0.02, 0.2)`: forward gains above 1
+    (data brighter than the model) are held to 2 %, below 1 allowed 20 %.
+    """
+
+    gains: StationGains
+    tol_above: Float[Array, " s"]
+    tol_below: Float[Array, " s"]
+
+    def __init__(
+        self,
+        gains: StationGains,
+        tol: float | tuple | list | dict = 0.2,
+    ):
+        """**Arguments:**
+
+        - `gains`: the [`eqmodels.StationGains`][] it constrains.
+        - `tol`: a fractional tolerance (a number), an asymmetric pair
+          `(above 1, below 1)`, or a dict `{station: number or pair}` with an
+          optional `"default"` (stations not named are free, `τ = ∞`, without it).
+        """
+        if not isinstance(gains, StationGains):
+            raise TypeError(
+                f"`gains` must be a StationGains, got {type(gains).__name__}."
+            )
+        above, below = station_tolerances(tol, gains.station_names)
+        self.gains = gains
+        self.tol_above = jnp.asarray(above)
+        self.tol_below = jnp.asarray(below)
+
+    def gain_residuals(self, gains: StationGains) -> Float[Array, " m"]:
+        a = gains.log_amp
+        tol = jnp.where(a > 0, self.tol_above[None, :], self.tol_below[None, :])
+        tol = tol.astype(a.dtype)
+        return (a / tol).reshape(-1)
+
+
+class GainPhaseReference(AbstractGainPrior, strict=True):
+    """Fixes the overall phase of the gains in every interval (visibilities only
+    see phase differences `φ_a − φ_b`, so the common phase is free):
+
+    `penalty = Σ_k (φ_ref,k / σ)²`, with `φ_ref,k` the phase of station `station`
+    in interval `k`, or the mean phase of all stations when `station` is `None`.
+    """
+
+    gains: StationGains
+    sigma: Float[Array, ""]
+    station: int | None = eqx.field(static=True)
+
+    def __init__(
+        self,
+        gains: StationGains,
+        station: str | None = None,
+        *,
+        sigma: float = 1.0,
+    ):
+        """**Arguments:**
+
+        - `gains`: the [`eqmodels.StationGains`][].
+        - `station`: the reference station's name (default: the mean phase).
+        - `sigma`: the phase scale (radians, > 0).
+        """
+        if not isinstance(gains, StationGains):
+            raise TypeError(
+                f"`gains` must be a StationGains, got {type(gains).__name__}."
+            )
+        if station is not None and station not in gains.station_names:
+            raise ValueError(
+                f"`station`={station!r} is not one of the gains' stations "
+                f"{list(gains.station_names)}."
+            )
+        self.gains = gains
+        self.station = None if station is None else gains.station_names.index(station)
+        self.sigma = jnp.asarray(_tol("sigma", sigma))
+
+    def gain_residuals(self, gains: StationGains) -> Float[Array, " m"]:
+        ph = gains.phase
+        ref = jnp.mean(ph, axis=1) if self.station is None else ph[:, self.station]
+        return ref / self.sigma.astype(ph.dtype)
+
+
+class GainSmoothness(AbstractGainPrior, strict=True):
+    r"""Smoothness of the gains from one solution interval to the next:
+
+    `penalty = Σ_{k,s} (Δ ln|g| / σ_amp)² + (2 sin(Δφ / 2) / σ_phase)²`,
+
+    `Δ` the difference between consecutive intervals (`2 sin(Δφ/2)` is `|Δ e^{iφ}|`,
+    so phase wraps cost nothing).
+    """
+
+    gains: StationGains
+    amp_sigma: Float[Array, ""]
+    phase_sigma: Float[Array, ""]
+
+    def __init__(
+        self,
+        gains: StationGains,
+        amp_sigma: float = 0.1,
+        phase_sigma: float = math.inf,
+    ):
+        """**Arguments:**
+
+        - `gains`: the [`eqmodels.StationGains`][] (at least two intervals).
+        - `amp_sigma`: the scale of a log-amplitude step (> 0; `math.inf` frees it).
+        - `phase_sigma`: the scale of a phase step (radians, > 0; `math.inf`, the
+          default, frees it: atmospheric phases are not smooth between scans).
+        """
+        if not isinstance(gains, StationGains):
+            raise TypeError(
+                f"`gains` must be a StationGains, got {type(gains).__name__}."
+            )
+        if gains.n_intervals < 2:
+            raise ValueError(
+                "`gains` has a single solution interval: smoothness in time needs at "
+                "least two (use interval='scan' or a number of seconds)."
+            )
+        self.gains = gains
+        self.amp_sigma = jnp.asarray(_tol("amp_sigma", amp_sigma))
+        self.phase_sigma = jnp.asarray(_tol("phase_sigma", phase_sigma))
+
+    def gain_residuals(self, gains: StationGains) -> Float[Array, " m"]:
+        da = jnp.diff(gains.log_amp, axis=0) / self.amp_sigma.astype(gains.log_amp.dtype)
+        dp = 2 * jnp.sin(jnp.diff(gains.phase, axis=0) / 2)
+        dp = dp / self.phase_sigma.astype(dp.dtype)
+        return jnp.concatenate([da.reshape(-1), dp.reshape(-1)])
