@@ -79,8 +79,6 @@ def main(argv=None) -> int:
     jax.config.update("jax_enable_x64", True)
     import eqmodels as em
 
-    from ._recipe._m87 import table_header
-
     if args.cache:
         em.enable_compilation_cache(args.cache)
 
@@ -88,7 +86,6 @@ def main(argv=None) -> int:
         print(line, flush=True)
 
     log(f"eqmodels image: {', '.join(args.uvfits)} -> {args.output}")
-    log(table_header())
     image, report = em.image_m87(
         args.uvfits,
         npix=args.npix,

@@ -18,8 +18,8 @@ REFERENCE = "reference/m87_2017_101_ehtim_pipeline.fits"
 
 
 def test_cli_fast(tmp_path):
-    """`python -m eqmodels image ... --fast` writes a finite 0.6 Jy image and
-    prints a χ² table whose objective falls from round 1's start."""
+    """`python -m eqmodels image ... --fast` writes a finite 0.6 Jy image and a
+    plot, and prints a χ² table whose closure χ² fall from round 1's start."""
     out = tmp_path / "m87.fits"
     png = tmp_path / "m87.png"
     proc = subprocess.run(
@@ -37,29 +37,17 @@ def test_cli_fast(tmp_path):
         s.split() for s in lines if s.split() and s.split()[0] in ("1", "2", "3", "4")
     ]
     assert {r[0] for r in rows} == {"1", "2", "3", "4"}  # four rounds in the table
+    # The first row is round 1's start (the prior); the closure χ² fall from it.
+    start, end = rows[0], rows[-1]
+    assert start[1] == "-" and end[0] == "4"
+    for col in (6, 7):  # cphase, logcamp
+        assert float(end[col]) < 0.5 * float(start[col])
+    assert float(end[3]) < float(start[3])  # the objective
     assert png.is_file() and png.stat().st_size > 1000
     image, grid = em.load_fits(out)
     assert image.shape == (64, 64) and grid.shape == (64, 64)
     assert np.all(np.isfinite(image)) and image.min() >= 0
     assert abs(image.sum() - 0.6) < 0.06
-
-
-def test_recipe_chi2_decreases():
-    """Through the function: the closure χ² at the end are far below round 1's
-    start (the prior Gaussian), and the report holds every run."""
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-    image, report = em.image_m87(str(DAY_100), fast=True, iterations=20, restarts=0)
-    runs = report["runs"]
-    assert [r["round"] for r in runs] == [1, 2, 3, 4]
-    first, last = runs[0], runs[-1]
-    for k in ("cphase", "logcamp"):
-        assert last["terms"][k] < 0.5 * first["start_terms"][k]
-    assert first["end"] < first["start"]
-    assert abs(image.sum() - 0.6) < 0.06
-    score = em.closure_score(image, [str(DAY_100)], grid=report["grid"])
-    assert score["cphase"] < 0.5 * first["start_terms"]["cphase"]
 
 
 def test_closure_score_reproduces_pipeline(shared_data):

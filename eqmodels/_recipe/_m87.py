@@ -276,6 +276,7 @@ def image_m87(
     grid = ImageGrid.from_fov(int(npix), float(fov))
     data0 = prepare_data(paths_or_data, zbl=zbl)  # eht-imaging's obs_sc_init
     say(f"data: {data0.n_rows} scan-averaged rows, stations {data0.station_names}")
+    say(table_header())
     res = beam_from_uv(data0.u, data0.v)  # nominal resolution (1/longest baseline)
     prior = initial_image(grid, zbl)
     taper_fwhm = uas_to_rad(REVERSE_TAPER_UAS)
@@ -309,6 +310,9 @@ def image_m87(
             model = PixelImage.from_prior(prior, grid, init=init)
             t0 = time.perf_counter()
             v0, terms0 = _report(objective, model())
+            if r == 1 and run == 0:
+                say(_table_row({"round": 1, "run": "-", "steps": 0, "end": v0,
+                                "terms": terms0, "seconds": 0.0}))  # fmt: skip
             sol = solve(
                 objective, model, "lbfgs", max_steps=iterations, ftol=stop, gtol=stop
             )
@@ -369,7 +373,7 @@ def _table_row(e) -> str:
         f"{e['terms'][k]:9.3f}" if k in e["terms"] else f"{'-':>9}" for k in TABLE_KEYS
     )
     return (
-        f"{e['round']:5d} {e['run']:3d} {e['steps']:5d} {e['end']:12.4g}{cols}"
+        f"{e['round']:5d} {e['run']:>3} {e['steps']:5d} {e['end']:12.4g}{cols}"
         f" {e['seconds']:6.1f}"
     )
 
