@@ -258,9 +258,11 @@ def image_m87(
     - `log`: a callable taking one line of progress (e.g. `print`), or `None`.
 
     **Returns:** `(image, report)`: the final `(ny, nx)` image (Jy/pixel, blurred by
-    5 µas) and a dict with `grid`, `data` (the prepared `VisData`), `runs` (one
-    entry per imaging run: round, run, start and end objective and each term's
-    value, steps, seconds), `rounds` (each round's end values) and `time_s`.
+    5 µas) and a dict with `grid`, `data` (the prepared `VisData`), `start` (the
+    round-1 objective and each term's value at the prior), `runs` (one entry per
+    imaging run: round, run, final objective and each term's value, steps, stop
+    reason, seconds), `rounds` (each round's last run), `time_s` and `stages_s`
+    (seconds in data preparation, self-calibration, building objectives, imaging).
     """
     say = log if log is not None else (lambda line: None)
     iterations = (30 if fast else 100) if iterations is None else int(iterations)
@@ -273,6 +275,13 @@ def image_m87(
             "True)` first."
         )
     t_start = time.perf_counter()
+    clock = {"prepare": 0.0, "selfcal": 0.0, "objectives": 0.0, "imaging": 0.0}
+
+    def tick(stage, t0):
+        t = time.perf_counter()
+        clock[stage] += t - t0
+        return t
+
     grid = ImageGrid.from_fov(int(npix), float(fov))
     data0 = prepare_data(paths_or_data, zbl=zbl)  # eht-imaging's obs_sc_init
     say(f"data: {data0.n_rows} scan-averaged rows, stations {data0.station_names}")
@@ -280,6 +289,7 @@ def image_m87(
     res = beam_from_uv(data0.u, data0.v)  # nominal resolution (1/longest baseline)
     prior = initial_image(grid, zbl)
     taper_fwhm = uas_to_rad(REVERSE_TAPER_UAS)
+    t = tick("prepare", t_start)
 
     # LMT amplitude+phase self-calibration against a 60 µas Gaussian, on the
     # short baselines (re-tapered: the reverse taper undone), applied to all data.
@@ -291,45 +301,43 @@ def image_m87(
             data0, gauss, grid, fit_on=short, method="both", stations=["LM"],
             gain_tol=1.0,
         )  # fmt: skip
+    t = tick("selfcal", t)
 
     sys12 = {k: f for k, f in m87_systematic_noise().items() if k in data.station_names}
     systematics = (sys12, sys12, 0.01, 0.01)
     runs, rounds = [], []
-    init = prior
+    start = None
     image = prior
     for r, weights in enumerate(ROUNDS, start=1):
-        if r > 1:
-            init = np.asarray(blur_image(image, grid, res))
+        init = prior if r == 1 else np.asarray(blur_image(image, grid, res))
         objective = round_objective(
             data, grid, prior, weights, systematics[r - 1],
             beam=res, zbl=zbl, forward=forward,
         )  # fmt: skip
+        t = tick("objectives", t)
+        if r == 1:
+            v0, terms0 = _report(objective, init)
+            start = {"value": v0, "terms": terms0}
+            row = {"round": 1, "run": "-", "steps": 0, "end": v0, "terms": terms0}
+            say(_table_row({**row, "seconds": 0.0}))
         for run in range(restarts + 1):
             if run > 0:
                 init = np.asarray(blur_image(image, grid, res))
             model = PixelImage.from_prior(prior, grid, init=init)
-            t0 = time.perf_counter()
-            v0, terms0 = _report(objective, model())
-            if r == 1 and run == 0:
-                say(_table_row({"round": 1, "run": "-", "steps": 0, "end": v0,
-                                "terms": terms0, "seconds": 0.0}))  # fmt: skip
             sol = solve(
                 objective, model, "lbfgs", max_steps=iterations, ftol=stop, gtol=stop
             )
             image = np.asarray(sol.model())
-            v1, terms1 = _report(objective, image)
-            dt = time.perf_counter() - t0
             entry = {
                 "round": r,
                 "run": run,
-                "start": v0,
-                "end": v1,
-                "start_terms": terms0,
-                "terms": terms1,
+                "end": float(sol.value),
+                "terms": {k: float(v) for k, v in sol.report.items()},
                 "steps": int(sol.steps),
                 "reason": str(sol.reason),
-                "seconds": dt,
+                "seconds": time.perf_counter() - t,
             }
+            t = tick("imaging", t)
             runs.append(entry)
             say(_table_row(entry))
         rounds.append(runs[-1])
@@ -347,16 +355,23 @@ def image_m87(
             data = selfcal_per_band(
                 data0, image, grid, method="both", gain_tol=(0.02, 0.2)
             )
+        t = tick("selfcal", t)
     final = np.asarray(blur_image(image, grid, taper_fwhm))
     report = {
         "grid": grid,
         "data": data0,
+        "start": start,
         "runs": runs,
         "rounds": rounds,
         "time_s": time.perf_counter() - t_start,
+        "stages_s": clock,
         "flux": float(final.sum()),
     }
-    say(f"done in {report['time_s']:.1f} s; total flux {report['flux']:.3f} Jy")
+    stages = ", ".join(f"{k} {v:.1f}" for k, v in clock.items())
+    say(
+        f"done in {report['time_s']:.1f} s ({stages} s); total flux "
+        f"{report['flux']:.3f} Jy"
+    )
     return final, report
 
 
