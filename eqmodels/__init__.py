@@ -146,4 +146,14 @@ from ._gains._station_gains import (
     StationGains as StationGains,
     with_gains as with_gains,
 )
+
+
 # --- end gains ---
+# isort: split
+# --- recipes and command line (issue 11) ---
+from ._recipe._m87 import (
+    closure_score as closure_score,
+    image_m87 as image_m87,
+    m87_systematic_noise as m87_systematic_noise,
+)
+# --- end recipes ---

@@ -1,0 +1,1 @@
+"""Recipes: complete imaging pipelines built from the package's public parts."""

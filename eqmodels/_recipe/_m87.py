@@ -1,0 +1,427 @@
+"""The published 2017 M87 imaging recipe (EHT Collaboration 2019, Paper IV; the
+eht-imaging pipeline of data product 2019-D01-02), from uvfits files to an image.
+
+Every number below is the pipeline's. The steps are documented in `docs/recipe.md`.
+"""
+
+import math
+import os
+import time
+
+import equinox as eqx
+import jax
+import numpy as np
+
+from .._data._derived import amplitudes, closure_phases, log_closure_amplitudes
+from .._data._noise import add_fractional_noise, add_systematic_noise
+from .._data._recipe_ops import (
+    blur_image,
+    rescale_zero_baseline,
+    reverse_taper,
+    taper,
+)
+from .._data._uvfits import load_uvfits
+from .._data._visdata import concatenate, VisData
+from .._gains._selfcal import self_calibrate
+from .._grid import ImageGrid
+from .._image._gaussian import GaussianImage
+from .._image._pixel import PixelImage
+from .._regularizers._base import beam_from_uv
+from .._regularizers._entropy import SimpleEntropy
+from .._regularizers._flux import Flux
+from .._regularizers._smoothness import TSV, TV
+from .._solvers._solve import solve
+from .._terms._amp import AmpChi2
+from .._terms._base import Objective
+from .._terms._cphase import ClosurePhaseChi2
+from .._terms._logcamp import LogClosureAmpChi2
+from .._terms._vis import VisChi2
+from .._units import uas_to_rad
+
+
+#: Total compact flux (Jy).
+ZBL = 0.6
+#: Baselines shorter than this (λ) are intra-site ("zero") baselines.
+UV_ZBLCUT = 0.1e9
+#: Reverse taper of the data and final blur of the image (µas).
+REVERSE_TAPER_UAS = 5.0
+#: Time shift per band index (hours) making every timestamp one band's.
+BAND_TIME_SHIFT_H = 1e-5
+#: Prior / initial Gaussian FWHM (µas).
+PRIOR_FWHM_UAS = 40.0
+#: Non-closing systematic noise added to every visibility.
+FRACTIONAL_NOISE = 0.02
+#: a-priori SEFD error budget per site (Paper IV / the pipeline script).
+SEFD_ERROR_BUDGET = {
+    "AA": 0.10,
+    "AP": 0.11,
+    "AZ": 0.07,
+    "LM": 0.22,
+    "PV": 0.10,
+    "SM": 0.15,
+    "JC": 0.14,
+    "SP": 0.07,
+}
+#: Regularizer weights (all rounds).
+REGULARIZERS = {"simple": 100.0, "tv": 1.0, "tv2": 1.0, "flux": 1e4}
+#: Data-term weights, systematic noise and closing self-calibration of each round.
+ROUNDS = (
+    {"amp": 0.2, "cphase": 1.0, "logcamp": 1.0},
+    {"vis": 2.0, "cphase": 10.0, "logcamp": 10.0},
+    {"vis": 10.0, "cphase": 20.0, "logcamp": 20.0},
+    {"vis": 10.0, "cphase": 20.0, "logcamp": 20.0},
+)
+
+
+def m87_systematic_noise() -> dict[str, float]:
+    """The per-site systematic noise of rounds 1 and 2: `((1 + e)^½ − 1) / 4` for
+    the SEFD error `e` of each site, plus 0.15 for the LMT (the pipeline's numbers).
+    """
+    sys = {k: (math.sqrt(1.0 + e) - 1.0) * 0.25 for k, e in SEFD_ERROR_BUDGET.items()}
+    sys["LM"] += 0.15
+    return sys
+
+
+# ------------------------------------------------------------------ data steps
+def _as_data(x) -> VisData:
+    if isinstance(x, VisData):
+        return x
+    if isinstance(x, str | os.PathLike):
+        return load_uvfits(x)
+    raise TypeError(f"expected a uvfits path or a VisData, got {type(x).__name__}.")
+
+
+def load_bands(paths_or_data) -> VisData:
+    """Each data set scan-averaged, then joined (one band per frequency)."""
+    if isinstance(paths_or_data, VisData | str | os.PathLike):
+        paths_or_data = [paths_or_data]
+    parts = [_as_data(x).scan_average() for x in paths_or_data]
+    if not parts:
+        raise ValueError("give at least one uvfits file or VisData.")
+    return parts[0] if len(parts) == 1 else concatenate(parts)
+
+
+def drop_absent_stations(data: VisData) -> VisData:
+    """Remove stations with no rows from the station table (eht-imaging trims
+    `obs.tarr` the same way)."""
+    used = np.union1d(np.asarray(data.ant1), np.asarray(data.ant2))
+    return _permute_stations(data, used)
+
+
+def order_stations_by_snr(data: VisData) -> VisData:
+    """Order the station table by total SNR, highest first (eht-imaging's
+    `reorder_tarr_snr`): the first stations are preferred as closure references
+    when the minimal closure sets are chosen."""
+    snr = np.asarray(data.snr)
+    total = np.zeros(data.n_stations)
+    np.add.at(total, np.asarray(data.ant1), snr)
+    np.add.at(total, np.asarray(data.ant2), snr)
+    return _permute_stations(data, np.argsort(-total, kind="stable"))
+
+
+def _permute_stations(data, order):
+    order = np.asarray(order)
+    new = np.full(data.n_stations, -1)
+    new[order] = np.arange(order.size)
+    return data.replace(
+        station_names=tuple(data.station_names[i] for i in order),
+        station_xyz=np.asarray(data.station_xyz)[order],
+        ant1=new[np.asarray(data.ant1)],
+        ant2=new[np.asarray(data.ant2)],
+    )
+
+
+def prepare_data(paths_or_data, *, zbl: float = ZBL) -> VisData:
+    """The pipeline's data preparation, before any self-calibration: bands
+    scan-averaged and joined, intra-site baselines rescaled to `zbl` (by
+    `zbl` / the median ALMA–APEX amplitude), absent stations dropped, stations
+    ordered by SNR, each band's times shifted by 1e-5 h per band index,
+    reverse-tapered by 5 µas, 2 % fractional noise."""
+    data = drop_absent_stations(load_bands(paths_or_data))
+    # One band per timestamp (eht-imaging's pipeline adds 1e-5 h to the second
+    # band's times "to avoid mixed closure products"): per-timestamp
+    # self-calibration then solves each band on its own.
+    band = np.asarray(data.band)
+    if band.max() > 0:
+        data = data.replace(time=np.asarray(data.time) + BAND_TIME_SHIFT_H * band)
+    pair = ("AA", "AP") if {"AA", "AP"} <= set(data.station_names) else None
+    data = rescale_zero_baseline(data, zbl, uv_max=UV_ZBLCUT, baseline=pair)
+    data = order_stations_by_snr(data)
+    data = reverse_taper(data, uas_to_rad(REVERSE_TAPER_UAS))
+    return add_fractional_noise(data, FRACTIONAL_NOISE)
+
+
+def initial_image(grid: ImageGrid, zbl: float = ZBL) -> np.ndarray:
+    """The prior and first image: a circular Gaussian of 40 µas FWHM and `zbl` Jy,
+    plus a 1e-3 copy offset by one FWHM in both axes (breaks the symmetry)."""
+    fwhm = uas_to_rad(PRIOR_FWHM_UAS)
+    g = np.asarray(GaussianImage(grid, zbl, fwhm)())
+    g2 = np.asarray(GaussianImage(grid, zbl * 1e-3, fwhm, x0=fwhm, y0=fwhm)())
+    return g + g2
+
+
+def selfcal_per_band(data: VisData, image, grid, *, fit_on=None, **kwargs) -> VisData:
+    """[`eqmodels.self_calibrate`][] per timestamp (eht-imaging's
+    `solution_interval=0`) on `fit_on` (default `data`), the gains applied to
+    `data` (nearest timestamp).
+
+    The bands of one day share timestamps after scan averaging, and their phases
+    differ: one complex gain per station and scan for both bands cannot fit both,
+    and its amplitude shrinks (the LMT gain came out 0.3 instead of about 0.85 on
+    2017-04-11). As eht-imaging's pipeline, [`eqmodels.image_m87`][] shifts each
+    band's times by 1e-5 h per band index ([`prepare_data`]), so that every
+    timestamp holds one band and the solutions are per band.
+    """
+    fit_on = data if fit_on is None else fit_on
+    _, gains = self_calibrate(fit_on, image, grid=grid, interval="timestamp", **kwargs)
+    return gains.calibrate(data)
+
+
+# ------------------------------------------------------------------ objectives
+def round_objective(
+    data: VisData,
+    grid: ImageGrid,
+    prior: np.ndarray,
+    weights: dict,
+    systematic_noise,
+    *,
+    beam: float,
+    zbl: float = ZBL,
+    forward: str = "separable",
+) -> Objective:
+    """One round's objective, eht-imaging's `α(χ² − 1) + β R` (`chi2_offset=True`,
+    normalised regularizers)."""
+    terms, w = [], []
+    if "amp" in weights:
+        amp = amplitudes(data, systematic_noise=systematic_noise)
+        terms.append(AmpChi2.from_data(amp, grid, forward=forward))
+        w.append(weights["amp"])
+    if "vis" in weights:
+        vis = add_systematic_noise(data, systematic_noise)
+        terms.append(VisChi2.from_data(vis, grid, forward=forward))
+        w.append(weights["vis"])
+    cp = closure_phases(data, uv_min=UV_ZBLCUT)
+    terms.append(ClosurePhaseChi2.from_data(cp, grid, forward=forward))
+    w.append(weights["cphase"])
+    lca = log_closure_amplitudes(data)
+    terms.append(LogClosureAmpChi2.from_data(lca, grid, forward=forward))
+    w.append(weights["logcamp"])
+    norm = dict(flux=zbl, beam=beam, normalise=True)
+    terms += [
+        SimpleEntropy(prior, flux=zbl, normalise=True),
+        TV(grid, **norm),
+        TSV(grid, **norm),
+        Flux(zbl, normalise=True),
+    ]
+    w += [REGULARIZERS[k] for k in ("simple", "tv", "tv2", "flux")]
+    return Objective(terms, w, chi2_offset=True)
+
+
+@eqx.filter_jit
+def _evaluate(objective, image):
+    return objective(image), objective.values(image)
+
+
+def _report(objective, image):
+    value, values = _evaluate(objective, image)
+    return float(value), {k: float(v) for k, v in zip(objective.names, values)}
+
+
+# ------------------------------------------------------------------ the recipe
+def image_m87(
+    paths_or_data,
+    *,
+    npix: int = 64,
+    fov: float = 128.0,
+    iterations: int | None = None,
+    restarts: int | None = None,
+    stop: float = 1e-4,
+    fast: bool = False,
+    zbl: float = ZBL,
+    forward: str = "separable",
+    log=None,
+):
+    """Image M87 with the published 2017 eht-imaging recipe (Paper IV).
+
+    **Arguments:**
+
+    - `paths_or_data`: uvfits paths and/or [`eqmodels.VisData`][] (one day's bands:
+      low and high band).
+    - `npix`, `fov`: the grid, `npix²` pixels over `fov` µas (64, 128).
+    - `iterations`: L-BFGS steps per imaging run (100; 30 with `fast`).
+    - `restarts`: runs from the blurred result after each round's first (3; 1
+      with `fast`).
+    - `stop`: scipy-style `ftol` and `gtol` of every run (1e-4).
+    - `fast`: fewer iterations and restarts (for CI and demos).
+    - `zbl`: the compact flux (Jy).
+    - `forward`: the forward model of the data terms.
+    - `log`: a callable taking one line of progress (e.g. `print`), or `None`.
+
+    **Returns:** `(image, report)`: the final `(ny, nx)` image (Jy/pixel, blurred by
+    5 µas) and a dict with `grid`, `data` (the prepared `VisData`), `start` (the
+    round-1 objective and each term's value at the prior), `runs` (one entry per
+    imaging run: round, run, final objective and each term's value, steps, stop
+    reason, seconds), `rounds` (each round's last run), `time_s` and `stages_s`
+    (seconds in data preparation, self-calibration, building objectives, imaging).
+    """
+    say = log if log is not None else (lambda line: None)
+    iterations = (30 if fast else 100) if iterations is None else int(iterations)
+    restarts = (1 if fast else 3) if restarts is None else int(restarts)
+    if iterations < 1 or restarts < 0:
+        raise ValueError("`iterations` must be >= 1 and `restarts` >= 0.")
+    if not jax.config.read("jax_enable_x64"):
+        raise RuntimeError(
+            "the recipe runs in float64: call `jax.config.update('jax_enable_x64', "
+            "True)` first."
+        )
+    t_start = time.perf_counter()
+    clock = {"prepare": 0.0, "selfcal": 0.0, "objectives": 0.0, "imaging": 0.0}
+
+    def tick(stage, t0):
+        t = time.perf_counter()
+        clock[stage] += t - t0
+        return t
+
+    grid = ImageGrid.from_fov(int(npix), float(fov))
+    data0 = prepare_data(paths_or_data, zbl=zbl)  # eht-imaging's obs_sc_init
+    say(f"data: {data0.n_rows} scan-averaged rows, stations {data0.station_names}")
+    say(table_header())
+    res = beam_from_uv(data0.u, data0.v)  # nominal resolution (1/longest baseline)
+    prior = initial_image(grid, zbl)
+    taper_fwhm = uas_to_rad(REVERSE_TAPER_UAS)
+    t = tick("prepare", t_start)
+
+    # LMT amplitude+phase self-calibration against a 60 µas Gaussian, on the
+    # short baselines (re-tapered: the reverse taper undone), applied to all data.
+    data = data0
+    if "LM" in data0.station_names:
+        short = taper(data0.select_uvdist(uv_max=2e9), taper_fwhm)
+        gauss = np.asarray(GaussianImage(grid, zbl, uas_to_rad(60.0))())
+        data = selfcal_per_band(
+            data0, gauss, grid, fit_on=short, method="both", stations=["LM"],
+            gain_tol=1.0,
+        )  # fmt: skip
+    t = tick("selfcal", t)
+
+    sys12 = {k: f for k, f in m87_systematic_noise().items() if k in data.station_names}
+    systematics = (sys12, sys12, 0.01, 0.01)
+    runs, rounds = [], []
+    start = None
+    image = prior
+    for r, weights in enumerate(ROUNDS, start=1):
+        init = prior if r == 1 else np.asarray(blur_image(image, grid, res))
+        objective = round_objective(
+            data, grid, prior, weights, systematics[r - 1],
+            beam=res, zbl=zbl, forward=forward,
+        )  # fmt: skip
+        t = tick("objectives", t)
+        if r == 1:
+            v0, terms0 = _report(objective, init)
+            start = {"value": v0, "terms": terms0}
+            row = {"round": 1, "run": "-", "steps": 0, "end": v0, "terms": terms0}
+            say(_table_row({**row, "seconds": 0.0}))
+        for run in range(restarts + 1):
+            if run > 0:
+                init = np.asarray(blur_image(image, grid, res))
+            model = PixelImage.from_prior(prior, grid, init=init)
+            sol = solve(
+                objective, model, "lbfgs", max_steps=iterations, ftol=stop, gtol=stop
+            )
+            image = np.asarray(sol.model())
+            entry = {
+                "round": r,
+                "run": run,
+                "end": float(sol.value),
+                "terms": {k: float(v) for k, v in sol.report.items()},
+                "steps": int(sol.steps),
+                "reason": str(sol.reason),
+                "seconds": time.perf_counter() - t,
+            }
+            t = tick("imaging", t)
+            runs.append(entry)
+            say(_table_row(entry))
+        rounds.append(runs[-1])
+        # Self-calibration closing the round.
+        if r == 1:
+            data = selfcal_per_band(data, image, grid, method="phase")
+        elif r == 2:
+            data = selfcal_per_band(data0, image, grid, method="phase")
+            if "LM" in data.station_names:
+                data = selfcal_per_band(
+                    data, image, grid, method="both", stations=["LM"],
+                    gain_tol=(0.02, 0.2),
+                )  # fmt: skip
+        else:
+            data = selfcal_per_band(
+                data0, image, grid, method="both", gain_tol=(0.02, 0.2)
+            )
+        t = tick("selfcal", t)
+    final = np.asarray(blur_image(image, grid, taper_fwhm))
+    report = {
+        "grid": grid,
+        "data": data0,
+        "start": start,
+        "runs": runs,
+        "rounds": rounds,
+        "time_s": time.perf_counter() - t_start,
+        "stages_s": clock,
+        "flux": float(final.sum()),
+    }
+    stages = ", ".join(f"{k} {v:.1f}" for k, v in clock.items())
+    say(
+        f"done in {report['time_s']:.1f} s ({stages} s); total flux "
+        f"{report['flux']:.3f} Jy"
+    )
+    return final, report
+
+
+TABLE_KEYS = ("amp", "vis", "cphase", "logcamp")
+
+
+def table_header() -> str:
+    cols = "".join(f"{k:>9}" for k in TABLE_KEYS)
+    return f"{'round':>5} {'run':>3} {'steps':>5} {'objective':>12}{cols} {'s':>6}"
+
+
+def _table_row(e) -> str:
+    cols = "".join(
+        f"{e['terms'][k]:9.3f}" if k in e["terms"] else f"{'-':>9}" for k in TABLE_KEYS
+    )
+    return (
+        f"{e['round']:5d} {e['run']:>3} {e['steps']:5d} {e['end']:12.4g}{cols}"
+        f" {e['seconds']:6.1f}"
+    )
+
+
+# ------------------------------------------------------------------ scoring
+def closure_score(image, datasets, *, grid: ImageGrid | None = None) -> dict:
+    """A calibration-independent score of an image against data: the closure-phase
+    χ² (baselines shorter than 0.1 Gλ excluded) and the log-closure-amplitude χ²
+    (intra-site baselines, < 0.1 Gλ, flagged), on the bands scan-averaged and
+    joined, with 2 % fractional noise (how the EHT pipeline's image was scored:
+    cphase 0.72, logcamp 0.70 on 2017-04-11).
+
+    **Arguments:**
+
+    - `image`: an `(ny, nx)` array (with `grid`), or a FITS path
+      ([`eqmodels.load_fits`][]).
+    - `datasets`: uvfits paths and/or [`eqmodels.VisData`][] (unaveraged or
+      scan-averaged).
+    - `grid`: the image's grid when `image` is an array.
+
+    **Returns:** `{"cphase": χ², "logcamp": χ²}` (no offset).
+    """
+    if isinstance(image, str | os.PathLike):
+        from .._data._fitsimage import load_fits
+
+        image, grid = load_fits(image)
+    if grid is None:
+        raise TypeError("`grid` is required when `image` is an array.")
+    data = add_fractional_noise(load_bands(datasets), FRACTIONAL_NOISE)
+    cp = closure_phases(data, uv_min=UV_ZBLCUT)
+    lca = log_closure_amplitudes(data.select_uvdist(uv_min=UV_ZBLCUT))
+    img = np.asarray(image, np.float64)
+    return {
+        "cphase": float(ClosurePhaseChi2.from_data(cp, grid)(img)),
+        "logcamp": float(LogClosureAmpChi2.from_data(lca, grid)(img)),
+    }
