@@ -1,7 +1,7 @@
 """eqmodels: differentiable forward models for interferometric imaging, as Equinox
 modules on JAX."""
 
-import importlib.metadata
+import importlib.metadata as _metadata
 
 from ._forward._base import AbstractForwardModel as AbstractForwardModel
 from ._forward._direct import DirectFT as DirectFT
@@ -31,8 +31,8 @@ from ._units import (
 
 
 try:
-    __version__ = importlib.metadata.version("eqmodels")
-except importlib.metadata.PackageNotFoundError:  # running from a source tree
+    __version__ = _metadata.version("eqmodels")
+except _metadata.PackageNotFoundError:  # running from a source tree
     __version__ = "0.0.0"
 
 # --- data products and I/O (issue 3) ---
@@ -156,4 +156,119 @@ from ._recipe._m87 import (
     image_m87 as image_m87,
     m87_systematic_noise as m87_systematic_noise,
 )
+
+
 # --- end recipes ---
+
+
+# The public API: every name above, for `help(eqmodels)` and `from eqmodels import *`
+# (tests/test_api.py keeps it in step with the imports and the API reference).
+__all__ = [
+    "AbstractDataTerm",
+    "AbstractForwardModel",
+    "AbstractGainPrior",
+    "AbstractGradientSolver",
+    "AbstractImageModel",
+    "AbstractLeastSquaresSolver",
+    "AbstractPulse",
+    "AbstractRegularizer",
+    "AbstractSolver",
+    "AbstractTerm",
+    "Adam",
+    "add_fractional_noise",
+    "add_systematic_noise",
+    "AmpChi2",
+    "amplitudes",
+    "AmpProducts",
+    "apply_gains",
+    "beam_from_uv",
+    "bispectra",
+    "BispectrumChi2",
+    "BispectrumProducts",
+    "blur_image",
+    "BoxPulse",
+    "Centroid",
+    "closure_amplitudes",
+    "closure_phase_residuals",
+    "closure_phases",
+    "closure_score",
+    "ClosureAmpChi2",
+    "ClosureAmpProducts",
+    "ClosurePhaseChi2",
+    "ClosurePhaseProducts",
+    "Compactness",
+    "Compactness2",
+    "concatenate",
+    "DeltaPulse",
+    "DirectFT",
+    "EHT2017",
+    "enable_compilation_cache",
+    "Flux",
+    "GainAmplitudePrior",
+    "GainCorrected",
+    "GainPhaseReference",
+    "GainSmoothness",
+    "GaussianImage",
+    "GaussianMoments",
+    "GaussianPulse",
+    "GaussNewton",
+    "GullSkillingEntropy",
+    "image_in_units",
+    "image_m87",
+    "ImageGrid",
+    "L1",
+    "LBFGS",
+    "LevenbergMarquardt",
+    "load_fits",
+    "load_uvfits",
+    "log_closure_amplitudes",
+    "LogClosureAmpChi2",
+    "LogClosureAmpProducts",
+    "m87_systematic_noise",
+    "make_forward",
+    "n_rows_leaf",
+    "NUFFT",
+    "Objective",
+    "observe",
+    "OptaxSolver",
+    "pad_and_stack",
+    "pad_to_match",
+    "PixelImage",
+    "plot_amplitudes",
+    "plot_closure_phase_residuals",
+    "plot_image",
+    "plot_images",
+    "plot_uv_coverage",
+    "RAD_PER_DEG",
+    "RAD_PER_UAS",
+    "rad_to_uas",
+    "rescale_zero_baseline",
+    "residual_jacobian",
+    "reverse_taper",
+    "RingImage",
+    "save_fits",
+    "self_calibrate",
+    "SeparableFT",
+    "ShardedChi2",
+    "ShardedForward",
+    "SimpleEntropy",
+    "Solution",
+    "solution_intervals",
+    "solve",
+    "solve_scipy",
+    "StationGains",
+    "StationTable",
+    "survey",
+    "SurveyResult",
+    "taper",
+    "thermal_sigma",
+    "TrianglePulse",
+    "TSV",
+    "TV",
+    "uas_to_rad",
+    "uv_tracks",
+    "VisChi2",
+    "VisData",
+    "WeightedL1",
+    "with_gains",
+]

@@ -7,30 +7,18 @@ import time
 
 
 def plot_image(image, grid, path, *, title: str = "") -> None:
-    """A minimal image plot (µas axes, east left) saved to `path` (needs
-    matplotlib). Kept in one function so it can be swapped for a richer plotter."""
+    """The image saved as a PNG at `path` with [`eqmodels.plot_image`][] (µas axes,
+    east left, a colour bar in Jy/µas², the `plot` extra)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
 
-    from ._units import rad_to_uas
+    from ._plot._image import plot_image as draw
 
-    half_x = rad_to_uas(grid.psize) * grid.nx / 2
-    half_y = rad_to_uas(grid.psize) * grid.ny / 2
-    fig, ax = plt.subplots(figsize=(4.5, 4))
-    # img[iy, ix]: row 0 is north (top), column 0 east (left): RA grows leftward.
-    im = ax.imshow(
-        image,
-        origin="upper",
-        cmap="afmhot",
-        extent=(half_x, -half_x, -half_y, half_y),
-    )
-    ax.set_xlabel("relative RA (µas)")
-    ax.set_ylabel("relative Dec (µas)")
-    if title:
-        ax.set_title(title)
-    fig.colorbar(im, ax=ax, label="Jy / pixel")
+    fig, ax = plt.subplots(figsize=(4.8, 4))
+    draw(np.asarray(image), grid, ax=ax, title=title or None)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
