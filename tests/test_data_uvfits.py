@@ -473,7 +473,7 @@ def test_save_load_fits_round_trip(tmp_path):
     with fits.open(p) as h:
         hd = h[0].header
         assert hd["BUNIT"] == "JY/PIXEL" and hd["OBJECT"] == "M87"
-        assert hd["FREQ"] == 230e9 and hd["MJD-OBS"] == 57854
+        assert hd["FREQ"] == 230e9 and hd["MJD-OBS"] == 57854 and hd["MJD"] == 57854
         # FITS row 1 is the south edge: our last row.
         assert np.array_equal(h[0].data[0], img[-1])
 

@@ -54,7 +54,7 @@ def save_fits(
     - `path`: output file.
     - `ra`, `dec`: phase-centre position in degrees.
     - `freq`: observing frequency in Hz (written as `FREQ` and a third axis);
-      `mjd`: written as `MJD-OBS`; `source`: `OBJECT`.
+      `mjd`: written as `MJD-OBS` (and `MJD`, which eht-imaging reads); `source`: `OBJECT`.
     - `overwrite`: replace an existing file.
     """
     fits = import_astropy_fits()
@@ -92,6 +92,7 @@ def save_fits(
         h["FREQ"] = float(freq)
     if mjd is not None:
         h["MJD-OBS"] = float(mjd)
+        h["MJD"] = (float(mjd), "date (eht-imaging reads this key)")
     hdu.writeto(path, overwrite=overwrite)
 
 
