@@ -64,7 +64,7 @@ def setup():
     problem = B.load_problem(None)
     grid = em.ImageGrid.from_fov(64, 128.0)
     prior = np.asarray(em.GaussianImage(grid, B.FLUX, em.uas_to_rad(40.0))())
-    obj = B.build(problem, grid, prior, "separable", True)
+    obj, _ = B.build(problem, grid, prior, "separable", True)
     # The prior perturbed by 5 % (as objective.py): eht-imaging's TV has ε = 0 and
     # a NaN gradient on the symmetric prior itself.
     rng = np.random.default_rng(0)
