@@ -278,18 +278,15 @@ class AbstractDataTerm(AbstractTerm, strict=True):
         """
         idx = gather_index(index, self.rows, "index")
         names = tuple(self.row_fields)
-        for name in ("weight",):
-            if name not in names:  # pragma: no cover - a class declaration error
-                raise TypeError(
-                    f"{type(self).__name__}.row_fields must list {name!r}."
-                )
+        if "weight" not in names:  # pragma: no cover - a class declaration error
+            raise TypeError(f"{type(self).__name__}.row_fields must list 'weight'.")
         new = [take_rows(getattr(self, name), idx) for name in names]
         where = lambda t: tuple(getattr(t, n) for n in names)  # noqa: E731
         out = eqx.tree_at(where, self, tuple(new))
         if self.forward is not None:
             out = eqx.tree_at(lambda t: t.forward, out, self.forward.take(idx))
         if n_rows is not None:
-            out = eqx.tree_at(lambda t: t.n_rows, out, _n_rows_leaf(n_rows))
+            out = eqx.tree_at(lambda t: t.n_rows, out, n_rows_leaf(n_rows))
         return out
 
     def pad_rows(self, length: int) -> "AbstractDataTerm":
@@ -334,17 +331,15 @@ class AbstractDataTerm(AbstractTerm, strict=True):
         )
 
 
-def _n_rows_leaf(n) -> Int[Array, ""]:
+def n_rows_leaf(n: int | np.integer | Int[Array, ""]) -> Int[Array, ""]:
+    """`n` (a positive integer: the number of real rows a data term's χ² is
+    normalised by) as the 0-d int32 leaf data terms hold; a traced `n` passes
+    through unchecked."""
     if not is_concrete(n):
         return jnp.asarray(n, jnp.int32)
     if isinstance(n, bool) or int(n) != n or int(n) < 1:
         raise ValueError(f"`n_rows` must be a positive integer, got {n!r}.")
     return jnp.asarray(int(n), jnp.int32)
-
-
-def n_rows_leaf(n: int) -> Int[Array, ""]:
-    """`n` as the 0-d int32 leaf data terms hold."""
-    return _n_rows_leaf(n)
 
 
 def _unique_names(names: Sequence[str]) -> tuple[str, ...]:
