@@ -10,18 +10,20 @@ from .._image._base import AbstractImageModel
 from ._uvfits import import_astropy_fits
 
 
-def _as_image_array(image, grid):
+def as_image_array(image, grid, name: str = "image") -> np.ndarray:
+    """A real, finite float64 numpy image of `grid`'s shape (an image model is
+    evaluated), or a clear error naming `name`. Shared by FITS output and plots."""
     if isinstance(image, AbstractImageModel):
         image = image()
     arr = np.asarray(image)
     if np.iscomplexobj(arr) or not np.issubdtype(arr.dtype, np.number):
-        raise TypeError(f"`image` must be a real array (Jy/pixel), got {arr.dtype}.")
+        raise TypeError(f"`{name}` must be a real array (Jy/pixel), got {arr.dtype}.")
     if arr.shape != grid.shape:
         raise ValueError(
-            f"`image` has shape {arr.shape} but `grid` is {grid.shape} (ny, nx)."
+            f"`{name}` has shape {arr.shape} but `grid` is {grid.shape} (ny, nx)."
         )
     if not np.all(np.isfinite(arr)):
-        raise ValueError("`image` has non-finite pixels (NaN or inf).")
+        raise ValueError(f"`{name}` has non-finite pixels (NaN or inf).")
     return arr.astype(np.float64)
 
 
@@ -60,7 +62,7 @@ def save_fits(
     fits = import_astropy_fits()
     if not isinstance(grid, ImageGrid):
         raise TypeError(f"`grid` must be an ImageGrid, got {type(grid).__name__}.")
-    arr = _as_image_array(image, grid)
+    arr = as_image_array(image, grid)
     if not -90 <= dec <= 90 or not math.isfinite(ra):
         raise ValueError(
             f"`ra`, `dec` must be degrees with |dec| <= 90, got {ra}, {dec}."

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 from jaxtyping import ArrayLike, Float
 
+from .._data._fitsimage import as_image_array
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel
 from .._units import RAD_PER_UAS
@@ -43,14 +44,7 @@ def _image_and_grid(image, grid, name="image") -> tuple[np.ndarray, ImageGrid]:
         )
     if not isinstance(grid, ImageGrid):
         raise TypeError(f"`grid` must be an eqmodels.ImageGrid, got {grid!r}.")
-    img = np.asarray(image)
-    if np.iscomplexobj(img) or not np.issubdtype(img.dtype, np.number):
-        raise TypeError(f"`{name}` must be a real image (Jy/pixel), got {img.dtype}.")
-    if img.shape != grid.shape:
-        raise ValueError(
-            f"`{name}` has shape {img.shape} but the grid is {grid.shape} (ny, nx)."
-        )
-    return img.astype(np.float64), grid
+    return as_image_array(image, grid, name), grid
 
 
 def image_in_units(
