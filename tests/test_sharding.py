@@ -185,3 +185,27 @@ def test_errors():
     member = (term + next(c for c in DATA_TERMS if c.name == "cphase").build()).terms[0]
     with pytest.raises(ValueError, match="no forward model of its own"):
         em.ShardedChi2(member, mesh_of(2))
+
+
+def test_wrapper_term_with_gains():
+    """A wrapper whose rows live in an inner term (`GainCorrected`) shards too: its
+    rows are split, the gains replicated."""
+    from tests.test_terms_rows import _day, DAY_100, M87_GRID
+
+    data = _day(DAY_100)
+    gains = em.StationGains.from_data(data)
+    rng = np.random.default_rng(0)
+    gains = eqx.tree_at(
+        lambda g: (g.log_amp, g.phase),
+        gains,
+        (
+            gains.log_amp + 0.1 * rng.standard_normal(gains.log_amp.shape),
+            gains.phase + 0.3 * rng.standard_normal(gains.phase.shape),
+        ),
+    )
+    term = em.GainCorrected(em.VisChi2.from_data(data, M87_GRID), gains)
+    x = jnp.asarray(em.GaussianImage(M87_GRID, 0.6, em.uas_to_rad(40.0))())
+    sharded = em.ShardedChi2(term, mesh_of(4))
+    weight = sharded.term.term.weight
+    assert {s.data.shape[0] for s in weight.addressable_shards} == {weight.shape[0] // 4}
+    check_same(sharded, term, x)

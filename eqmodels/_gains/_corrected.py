@@ -114,6 +114,11 @@ class GainCorrected(AbstractDataTerm, strict=True):
     def time_index(self) -> Int[Array, " n"]:
         return self.term.time_index
 
+    def _row_paths(self) -> set[tuple[str, ...]]:
+        # The rows live in the inner term (the wrapper holds the forward model and
+        # the gains, which are per station and interval, not per row).
+        return {("term", *p) for p in self.term._row_paths()}
+
     def corrupted(self, vis: Complex[Array, "*points"]) -> Complex[Array, "*points"]:
         """The model visibilities with the gains applied."""
         return self.gains.apply(vis, self.term.stations, self.term.time_index)

@@ -285,7 +285,7 @@ def _as_piece(term, rows, live, n, slots):
 
 
 def _row_specs(term: AbstractDataTerm, axis_name: str):
-    prefixes = {(f,) for f in term.row_fields}
+    prefixes = set(term._row_paths())
     if term.forward is not None:
         prefixes |= forward_prefixes(term.forward, "forward")
     return split_specs(term, prefixes, axis_name)

@@ -314,6 +314,12 @@ class AbstractDataTerm(AbstractTerm, strict=True):
         return eqx.tree_at(lambda t: t.weight, out, weight)
 
 
+    def _row_paths(self) -> set[tuple[str, ...]]:
+        """Attribute paths of the per-row leaves (leading axis = rows): the
+        `row_fields` themselves; a wrapper whose rows live in an inner term returns
+        that term's paths under its own attribute. What device sharding splits."""
+        return {(f,) for f in self.row_fields}
+
     def _sharing(self) -> tuple[AbstractForwardModel | None, object]:
         """The forward model an objective may share for this term, and how the
         shared model is to be wrapped (`None`: plainly; `(mesh, axis_name)`: split
