@@ -265,3 +265,58 @@ def test_levenberg_marquardt_fits_a_parametric_model():
         assert_allclose(
             getattr(sol.model, name), getattr(truth, name), rtol=1e-7, err=name
         )
+
+
+def _numpy_two_loop(g, pairs):
+    """`H g` by the textbook two-loop recursion (Nocedal & Wright, Alg. 7.4) over
+    `pairs`, oldest first."""
+    q = g.copy()
+    alphas = []
+    for s, y in reversed(pairs):
+        a = (s @ q) / (s @ y)
+        q = q - a * y
+        alphas.append(a)
+    s, y = pairs[-1]
+    r = (s @ y) / (y @ y) * q
+    for (s, y), a in zip(pairs, reversed(alphas)):
+        b = (y @ r) / (s @ y)
+        r = r + s * (a - b)
+    return r
+
+
+@pytest.mark.parametrize("n_pairs", [1, 3, 5, 8, 13])
+def test_lbfgs_matrix_two_loop_equals_the_textbook_recursion(n_pairs):
+    """The L-BFGS direction in matrix form (two products with the memory, two
+    triangular solves) equals the textbook recursion, with the circular buffer
+    partly filled, full, and wrapped around (memory 5)."""
+    from eqmodels._solvers import _lbfgs
+
+    m, n = 5, 40
+    rng = np.random.default_rng(n_pairs)
+    pairs = []
+    for _ in range(n_pairs):
+        s = rng.standard_normal(n)
+        y = s * rng.uniform(0.5, 2.0, n) + 0.1 * rng.standard_normal(n)
+        pairs.append((s, y))
+    buf = jnp.zeros((2 * (m + 1), n))
+    sy_mat = jnp.zeros((m, m))
+    yy_mat = jnp.zeros((m, m))
+    rho = jnp.zeros(m)
+    head = jnp.asarray(0, jnp.int32)
+    # A rejected pair in between writes the spare slot and changes nothing.
+    junk = (jnp.full(n, jnp.nan), jnp.full(n, jnp.inf))
+    for i, (s, y) in enumerate(pairs):
+        buf, sy_mat, yy_mat = _lbfgs._add_pair(
+            buf, sy_mat, yy_mat, head, jnp.asarray(s), jnp.asarray(y), True
+        )
+        rho = rho.at[head].set(1.0 / (s @ y))
+        head = (head + 1) % m
+        if i == 1:
+            buf, sy_mat, yy_mat = _lbfgs._add_pair(
+                buf, sy_mat, yy_mat, head, *junk, False
+            )
+    g = rng.standard_normal(n)
+    count = jnp.asarray(min(n_pairs, m), jnp.int32)
+    got = _lbfgs._two_loop(jnp.asarray(g), buf, sy_mat, yy_mat, rho, head, count)
+    want = _numpy_two_loop(g, pairs[-m:])
+    assert_allclose(np.asarray(got), want, rtol=1e-12, atol=1e-12 * np.abs(want).max())

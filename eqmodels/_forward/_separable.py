@@ -36,14 +36,20 @@ class SeparableFT(AbstractForwardModel, strict=True):
     reduction. It gives the same numbers as [`eqmodels.DirectFT`][] (to rounding)
     with `O(N (nx + ny))` memory instead of `O(N nx ny)`, and runs as
     compute-bound matmuls rather than a bandwidth-bound matrix-vector product.
+
+    The pixel centres are symmetric about the phase centre (`x[nx−1−i] = −x[i]`,
+    exactly), so `cos(2πux)` is even and `sin(2πux)` odd in `x`: the image's columns
+    are folded first (`img[i] ± img[nx−1−i]`) and the matmuls contract over half the
+    columns, half the arithmetic for the same result. `cx`, `sx` hold the first
+    `⌈nx/2⌉` and `⌊nx/2⌋` columns of the factors.
     """
 
     grid: ImageGrid
     u: Float[Array, "*points"]
     v: Float[Array, "*points"]
     pulse: AbstractPulse
-    cx: Float[Array, "n nx"]
-    sx: Float[Array, "n nx"]
+    cx: Float[Array, "n hx"]
+    sx: Float[Array, "n hx"]
     cy: Float[Array, "n ny"]
     sy: Float[Array, "n ny"]
     p: Float[Array, " n"]
@@ -70,18 +76,24 @@ class SeparableFT(AbstractForwardModel, strict=True):
         self.pulse = check_pulse(pulse)
         self.grid = grid
         cx, sx, cy, sy, p = separable_factors(grid, u, v, self.pulse)
+        half = grid.nx // 2
         self.u = jnp.asarray(u)
         self.v = jnp.asarray(v)
-        self.cx = jnp.asarray(cx, dtype)
-        self.sx = jnp.asarray(sx, dtype)
+        self.cx = jnp.asarray(cx[:, : grid.nx - half], dtype)  # the middle column too
+        self.sx = jnp.asarray(sx[:, :half], dtype)  # sin(0) = 0 there
         self.cy = jnp.asarray(cy, dtype)
         self.sy = jnp.asarray(sy, dtype)
         self.p = jnp.asarray(p, dtype)
 
     def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:
         img_t = self._check_image(image).T  # (nx, ny)
-        mr = jnp.matmul(self.cx, img_t, precision=_HIGHEST)  # (n, ny)
-        mi = jnp.matmul(self.sx, img_t, precision=_HIGHEST)
+        half = self.grid.nx // 2
+        mirrored = img_t[::-1][:half]  # columns nx−1, nx−2, …
+        even = img_t[:half] + mirrored
+        if self.grid.nx % 2:
+            even = jnp.concatenate([even, img_t[half : half + 1]])
+        mr = jnp.matmul(self.cx, even, precision=_HIGHEST)  # (n, ny)
+        mi = jnp.matmul(self.sx, img_t[:half] - mirrored, precision=_HIGHEST)
         re = jnp.sum(mr * self.cy - mi * self.sy, axis=1)
         im = jnp.sum(mr * self.sy + mi * self.cy, axis=1)
         return jax.lax.complex(self.p * re, self.p * im).reshape(self.u.shape)

@@ -17,36 +17,84 @@ on the round-1 M87 objective (see `docs/solvers.md`):
 
 import jax
 import jax.numpy as jnp
+from jax.scipy.linalg import solve_triangular
 
 from ._common import batch_while_loop, FTOL, gate, LINESEARCH, RUNNING, stop_reason
 
 
 _C1 = 1e-4  # Armijo sufficient-decrease constant
+_HIGHEST = jax.lax.Precision.HIGHEST
 
 
-def _two_loop(g, s_buf, y_buf, rho, head, count):
-    """`H g` by the L-BFGS two-loop recursion over a circular buffer (entries
-    beyond `count` have `rho = 0` and contribute nothing)."""
-    m = s_buf.shape[0]
+def _two_loop(g, buf, sy_mat, yy_mat, rho, head, count):
+    """`H g` by the L-BFGS two-loop recursion, in matrix form.
+
+    `buf` (`(2 (m + 1), n)`, see `_add_pair`) holds the memory's pairs in a
+    circular order (`head` is the next slot); `sy_mat[i, j] = s_i·y_j`
+    and `yy_mat[i, j] = y_i·y_j` are kept up to date as pairs arrive. Each loop of
+    the recursion is a triangular system in the `m` scalars it computes one by one
+    (`α_i = ρ_i s_iᵀ(g − Σ_newer α_j y_j)`, and likewise for the second), so the
+    whole product is two products with `buf` and two `m × m` triangular solves, not
+    `4m` dependent vector operations (each a separate, latency-bound reduction on
+    a CPU). Entries beyond `count` are zero, with `rho = 0`: they contribute nothing.
+    """
+    m = rho.shape[0]
     order = (head - 1 - jnp.arange(m)) % m  # newest first
+    proj = jnp.matmul(buf, g, precision=_HIGHEST).reshape(m + 1, 2)
+    sg, yg = proj[:m, 0][order], proj[:m, 1][order]
+    sy = sy_mat[order][:, order]
+    yy = yy_mat[order][:, order]
+    r = rho[order]
+    eye = jnp.eye(m, dtype=g.dtype)
+    # First loop, newest to oldest: (I + diag(ρ) tril(SY, −1)) α = ρ ∘ Sg.
+    alpha = solve_triangular(
+        eye + r[:, None] * jnp.tril(sy, -1), r * sg, lower=True, unit_diagonal=True
+    )
+    gamma = jnp.where(
+        (count > 0) & (yy[0, 0] > 0), sy[0, 0] / jnp.where(yy[0, 0] > 0, yy[0, 0], 1.0), 1.0
+    )
+    # Second loop, oldest to newest, in c = α − β:
+    # (I + diag(ρ) triu(SYᵀ, 1)) c = α − γ ρ ∘ Y q, with Y q = Yg − YYᵀ α.
+    yq = yg - yy @ alpha
+    c = solve_triangular(
+        eye + r[:, None] * jnp.triu(sy.T, 1),
+        alpha - gamma * r * yq,
+        lower=False,
+        unit_diagonal=True,
+    )
+    # H g = γ (g − Σ α_j y_j) + Σ c_j s_j.
+    coef = jnp.zeros((m + 1, 2), g.dtype).at[order].set(
+        jnp.stack([c, -gamma * alpha], axis=1)
+    )
+    return gamma * g + jnp.matmul(coef.reshape(-1), buf, precision=_HIGHEST)
 
-    def first(q, i):
-        a = rho[i] * jnp.dot(s_buf[i], q)
-        return q - a * y_buf[i], a
 
-    q, alphas = jax.lax.scan(first, g, order)
-    newest = order[0]
-    sy = jnp.dot(s_buf[newest], y_buf[newest])
-    yy = jnp.dot(y_buf[newest], y_buf[newest])
-    gamma = jnp.where((count > 0) & (yy > 0), sy / jnp.where(yy > 0, yy, 1.0), 1.0)
+def _add_pair(buf, sy_mat, yy_mat, head, s, y, good):
+    """Store the pair `(s, y)` in slot `head` where `good`, with its rows and
+    columns of the inner-product matrices.
 
-    def second(r, ia):
-        i, a = ia
-        b = rho[i] * jnp.dot(y_buf[i], r)
-        return r + s_buf[i] * (a - b), None
-
-    r, _ = jax.lax.scan(second, gamma * q, (order[::-1], alphas[::-1]))
-    return r
+    `buf` is `(2 (m + 1), n)`: slot `i`'s `s` in row `2i`, its `y` in row `2i + 1`,
+    and a spare slot `m` that a rejected pair is written to (as zeros). Writing
+    both rows at once, unconditionally, without reading the slot's old value,
+    lets XLA update the buffer in place; a `where` against the old rows makes it
+    copy the whole buffer every iteration.
+    """
+    m = sy_mat.shape[0]
+    rows = jnp.where(good, jnp.stack([s, y]), 0.0)
+    slot = jnp.where(good, head, m)
+    buf = jax.lax.dynamic_update_slice_in_dim(buf, rows, 2 * slot, axis=0)
+    # Two matrix-vector products (on a CPU, one product with a two-column matrix
+    # is slower than the pair).
+    with_y = jnp.matmul(buf, y, precision=_HIGHEST).reshape(m + 1, 2)[:m]
+    with_s = jnp.matmul(buf, s, precision=_HIGHEST).reshape(m + 1, 2)[:m]
+    s_dot_y, y_dot_s, y_dot_y = with_y[:, 0], with_s[:, 1], with_y[:, 1]
+    new_sy = sy_mat.at[:, head].set(s_dot_y).at[head, :].set(y_dot_s)
+    new_yy = yy_mat.at[:, head].set(y_dot_y).at[head, :].set(y_dot_y)
+    return (
+        buf,
+        jnp.where(good, new_sy, sy_mat),
+        jnp.where(good, new_yy, yy_mat),
+    )
 
 
 def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps, axis_name=None):
@@ -69,8 +117,9 @@ def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps, axis_nam
             g,
             d,
             alpha,
-            s_buf,
-            y_buf,
+            buf,
+            sy_mat,
+            yy_mat,
             rho,
             head,
             count,
@@ -94,8 +143,7 @@ def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps, axis_nam
         sy = jnp.dot(s, y)
         good = accept & started & (sy > 1e-10 * jnp.dot(y, y)) & active
         # In-place row updates (a `where` over the whole buffer would copy it).
-        s_buf = s_buf.at[head].set(jnp.where(good, s, s_buf[head]))
-        y_buf = y_buf.at[head].set(jnp.where(good, y, y_buf[head]))
+        buf, sy_mat, yy_mat = _add_pair(buf, sy_mat, yy_mat, head, s, y, good)
         rho = rho.at[head].set(
             jnp.where(good, 1.0 / jnp.where(good, sy, 1.0), rho[head])
         )
@@ -105,7 +153,7 @@ def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps, axis_nam
         x_a = jnp.where(accept, x_t, x)
         f_a = jnp.where(accept, f_t, f)
         g_a = jnp.where(accept, g_t, g)
-        d_new = -_two_loop(g_a, s_buf, y_buf, rho, head, count)
+        d_new = -_two_loop(g_a, buf, sy_mat, yy_mat, rho, head, count)
         descent = jnp.dot(d_new, g_a) < 0
         reset = ~descent | (count == 0)
         d_new = jnp.where(descent, d_new, -g_a)
@@ -141,8 +189,9 @@ def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps, axis_nam
             g_a,
             jnp.where(accept, d_new, d),
             jnp.where(accept, alpha_new, alpha_back),
-            s_buf,
-            y_buf,
+            buf,
+            sy_mat,
+            yy_mat,
             rho,
             head,
             count,
@@ -152,10 +201,10 @@ def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps, axis_nam
             evals,
             reason.astype(jnp.int32),
         )
-        # Buffers were updated in place only where `good` (which includes
+        # The buffer was updated in place only where `good` (which includes
         # `active`); everything else of a finished member is left as it was.
-        small = gate(active, new[:5] + new[7:], c[:5] + c[7:])
-        return small[:5] + (new[5], new[6]) + small[5:]
+        small = gate(active, new[:5] + new[6:], c[:5] + c[6:])
+        return small[:5] + (new[5],) + small[5:]
 
     def running(c):
         started, k, reason = c[-5], c[-4], c[-1]
@@ -168,8 +217,9 @@ def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps, axis_nam
         jnp.zeros(n, dtype),
         jnp.zeros(n, dtype),
         jnp.asarray(0.0, dtype),
-        jnp.zeros((memory_size, n), dtype),
-        jnp.zeros((memory_size, n), dtype),
+        jnp.zeros((2 * (memory_size + 1), n), dtype),
+        jnp.zeros((memory_size, memory_size), dtype),
+        jnp.zeros((memory_size, memory_size), dtype),
         jnp.zeros(memory_size, dtype),
         zero_i,
         zero_i,
