@@ -96,6 +96,29 @@ def test_chosen_stations_interval_and_other_data(corrupted):
     assert_allclose(a.vis, b.vis, rtol=1e-13)
 
 
+def test_bucketed_shapes_change_nothing(corrupted, monkeypatch):
+    """The solve runs on shapes padded to buckets (so that a recipe's calls share
+    compiled programs); the gains equal those of the unpadded solve."""
+    from eqmodels._gains import _selfcal
+
+    assert [_selfcal._bucket(n) for n in range(1, 14)] == [
+        1, 2, 3, 4, 6, 6, 8, 8, 12, 12, 12, 12, 16
+    ]  # fmt: skip
+    d, _, bad = corrupted
+    for method in ("both", "phase"):
+        _, padded = em.self_calibrate(bad, truth_image(), grid=GRID, method=method)
+        # Unpadded, and padded by 3 intervals and 3 rows more than needed.
+        for bucket in (lambda n: n, lambda n: n + 3):
+            with monkeypatch.context() as m:
+                m.setattr(_selfcal, "_bucket", bucket)
+                _, other = em.self_calibrate(
+                    bad, truth_image(), grid=GRID, method=method
+                )
+            assert padded.log_amp.shape == other.log_amp.shape
+            assert_allclose(padded.log_amp, other.log_amp, rtol=0, atol=1e-12)
+            assert_allclose(padded.phase, other.phase, rtol=0, atol=1e-12)
+
+
 def test_self_calibrate_errors(corrupted):
     _, _, bad = corrupted
     img = truth_image()

@@ -179,21 +179,43 @@ def self_calibrate(
     np.logical_or.at(present, (np.repeat(np.arange(n_int), rows.shape[1]), a1.reshape(-1)), live.reshape(-1))
     np.logical_or.at(present, (np.repeat(np.arange(n_int), rows.shape[1]), a2.reshape(-1)), live.reshape(-1))
     free = present & calibrated[None, :]
+    # Padded to bucketed shapes (empty intervals with nothing free, dead rows with
+    # weight 0: they change nothing), so that the calls of a recipe, whose interval
+    # counts and lengths differ a little from band to band and round to round,
+    # share a few compiled programs instead of tracing one each.
+    shape = (_bucket(n_int), _bucket(rows.shape[1]))
+    sinv_rows = _pad_to(np.where(live, sinv[rows], 0.0), shape)
     la, ph = _solve(
-        jnp.asarray(obs[rows]),
-        jnp.asarray(mod[rows]),
-        jnp.asarray(np.where(live, sinv[rows], 0.0)),
-        jnp.asarray(a1),
-        jnp.asarray(a2),
-        jnp.asarray(free),
+        jnp.asarray(_pad_to(obs[rows], shape)),
+        jnp.asarray(_pad_to(mod[rows], shape)),
+        jnp.asarray(sinv_rows),
+        jnp.asarray(_pad_to(a1, shape)),
+        jnp.asarray(_pad_to(a2, shape)),
+        jnp.asarray(_pad_to(free, (shape[0], free.shape[1]))),
         jnp.asarray(above),
         jnp.asarray(below),
         jnp.asarray(ref),
         jnp.asarray([method != "phase", method != "amp"]),
         max_steps=max_steps,
     )
-    gains = StationGains(la, ph, slot, bounds, names)
+    gains = StationGains(la[:n_int], ph[:n_int], slot, bounds, names)
     return gains.calibrate(data), gains
+
+
+def _bucket(n: int) -> int:
+    """`n` rounded up to the next of 1, 2, 3, 4, 6, 8, 12, 16, 24, …: at most
+    1.5× larger."""
+    k = 1
+    while True:
+        for size in (k, k + k // 2):
+            if size >= n:
+                return size
+        k *= 2
+
+
+def _pad_to(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """`x` (2-d) padded with zeros (or `False`) at the end of both axes."""
+    return np.pad(x, [(0, shape[0] - x.shape[0]), (0, shape[1] - x.shape[1])])
 
 
 @eqx.filter_jit
