@@ -25,7 +25,6 @@ import time  # noqa: E402
 
 import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
-from jax.sharding import AxisType  # noqa: E402
 
 
 jax.config.update("jax_enable_x64", True)
@@ -58,10 +57,9 @@ def main(argv=None):
     }
 
     # --8<-- [start:sharded]
-    # One mesh axis over the 4 devices. Auto axes: an objective's shared transform
-    # does not yet run on Explicit axes (jax.make_mesh's default since jax 0.7)
-    # when its points do not divide evenly over the devices.
-    mesh = jax.make_mesh((jax.device_count(),), ("rows",), axis_types=(AxisType.Auto,))
+    # One mesh axis over the 4 devices (Explicit axes, jax.make_mesh's default;
+    # Auto axes work too).
+    mesh = jax.make_mesh((jax.device_count(),), ("rows",))
     amp = em.AmpChi2.from_data(
         em.amplitudes(data, systematic_noise=sys_noise), grid, forward="separable"
     )

@@ -9,7 +9,14 @@ from jax.sharding import Mesh, PartitionSpec as P
 from jaxtyping import Array, ArrayLike, Complex, Float
 
 from .._forward._base import AbstractForwardModel, take_rows
-from ._mesh import check_mesh, forward_prefixes, padded_length, place, split_specs
+from ._mesh import (
+    check_mesh,
+    forward_prefixes,
+    gathered,
+    padded_length,
+    place,
+    split_specs,
+)
 
 
 class ShardedForward(AbstractForwardModel, strict=True):
@@ -74,11 +81,11 @@ class ShardedForward(AbstractForwardModel, strict=True):
 
     @property
     def u(self) -> Float[Array, " n"]:
-        return self.inner.u[: self.n_points]
+        return gathered(self.inner.u, self.mesh)[: self.n_points]
 
     @property
     def v(self) -> Float[Array, " n"]:
-        return self.inner.v[: self.n_points]
+        return gathered(self.inner.v, self.mesh)[: self.n_points]
 
     def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, " n"]:
         image = self._check_image(image)
@@ -98,7 +105,7 @@ class ShardedForward(AbstractForwardModel, strict=True):
             # device-varying type and jax-finufft's needs a `pcast`).
             check_vma=False,
         )(self.inner, image)
-        return vis[: self.n_points]
+        return gathered(vis, self.mesh)[: self.n_points]
 
     def at(self, u: ArrayLike, v: ArrayLike) -> "ShardedForward":
         return ShardedForward(self.inner.at(u, v), self.mesh, self.axis_name)

@@ -90,6 +90,17 @@ def host_array(x) -> np.ndarray:
     return np.asarray(x)
 
 
+def gathered(x, mesh: Mesh):
+    """`x` resharded as replicated over `mesh` when the mesh has an Explicit axis
+    (`jax.make_mesh`'s default): JAX refuses there to slice or gather a split
+    dimension to a length the devices do not divide. Under Auto axes `x` is
+    returned as is and XLA places the result."""
+    explicit = jax.sharding.AxisType.Explicit
+    if any(t == explicit for t in getattr(mesh, "axis_types", ())):
+        return jax.sharding.reshard(x, NamedSharding(mesh, P()))
+    return x
+
+
 def replicate(tree, mesh: Mesh):
     """Every concrete array leaf of `tree` as a global array replicated over `mesh`."""
     specs = jax.tree_util.tree_map(lambda _: P(), tree)

@@ -73,9 +73,9 @@ class Solution(eqx.Module, strict=True):
 class _Options(eqx.Module):
     """Loop options, all traced: new values do not recompile."""
 
-    max_steps: Int[Array, ""]
-    ftol: Float[Array, ""]
-    gtol: Float[Array, ""]
+    max_steps: Int[Array | np.ndarray, ""]
+    ftol: Float[Array | np.ndarray, ""]
+    gtol: Float[Array | np.ndarray, ""]
 
 
 def _inf_norm(tree) -> Scalar:
@@ -313,10 +313,19 @@ def make_options(max_steps, ftol, gtol, dtype) -> _Options:
     if isinstance(max_steps, int | np.integer) and max_steps < 0:
         raise ValueError(f"`max_steps` must be ≥ 0, got {max_steps}.")
     return _Options(
-        max_steps=jnp.asarray(max_steps, jnp.int32),
-        ftol=jnp.asarray(ftol, dtype),
-        gtol=jnp.asarray(gtol, dtype),
+        max_steps=_scalar(max_steps, np.int32),
+        ftol=_scalar(ftol, dtype),
+        gtol=_scalar(gtol, dtype),
     )
+
+
+def _scalar(x, dtype):
+    """A 0-d array of `dtype`: numpy for Python numbers (no device dispatch per
+    call: `filter_jit` traces numpy arrays too), JAX for JAX values (traced under
+    an outer `jit` or `vmap`)."""
+    if isinstance(x, jax.Array):
+        return x.astype(dtype)
+    return np.asarray(x, dtype)
 
 
 def _param_dtype(model, filter_spec):
