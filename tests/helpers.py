@@ -1,5 +1,9 @@
 """Shared comparison helpers."""
 
+import contextlib
+import io
+import warnings
+
 import jax
 import numpy as np
 
@@ -49,4 +53,31 @@ def check_grad_fd(f, x, *, n_dirs=4, rel_h=1e-5, rtol=1e-6, seed=0):
     differences ([`eqmodels.testing.check_grad_fd`][])."""
     emt.check_grad_fd(
         f, np.asarray(x), n_directions=n_dirs, rel_step=rel_h, rtol=rtol, seed=seed
+    )
+
+
+@contextlib.contextmanager
+def quiet():
+    """eht-imaging (the test-time oracle) prints progress and raises numpy
+    RuntimeWarnings on the empty cross-hand products; neither is ours to fix."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+
+
+def ehtim_row_index(obs, data) -> np.ndarray:
+    """For each row of our `VisData`, the index of the eht-imaging `obs.data` row
+    with the same time and station pair (in our orientation)."""
+    table = {
+        (float(r["time"]), str(r["t1"]), str(r["t2"])): i for i, r in enumerate(obs.data)
+    }
+    names = data.station_names
+    return np.array(
+        [
+            table[(float(t), names[i], names[j])]
+            for t, i, j in zip(
+                np.asarray(data.time), np.asarray(data.ant1), np.asarray(data.ant2)
+            )
+        ]
     )

@@ -2,9 +2,6 @@
 coherent scan averaging, closure sets and values, systematic noise. Skipped when
 ehtim is not installed."""
 
-import contextlib
-import io
-import warnings
 
 import numpy as np
 import pytest
@@ -12,7 +9,7 @@ import pytest
 import eqmodels as eqm
 
 from .conftest import TEST_DATA
-from .helpers import assert_allclose
+from .helpers import assert_allclose, quiet
 
 
 LOCAL = TEST_DATA / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
@@ -22,16 +19,6 @@ LOCAL = TEST_DATA / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
 # relative, ≤ 6e-8 rad on closure phases), not to 1e-12.
 # That is the one intentional difference.
 RTOL = 1e-6
-
-
-@contextlib.contextmanager
-def quiet():
-    """ehtim prints progress and raises numpy RuntimeWarnings on the empty
-    cross-hand products; neither is ours to fix."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with contextlib.redirect_stdout(io.StringIO()):
-            yield
 
 
 with quiet():

@@ -2,9 +2,6 @@
 rescaling, circular Gaussian blur, flagging by uv distance; eht-imaging as a
 test-time oracle (to 1e-9; the same formulas, so to rounding)."""
 
-import contextlib
-import io
-import warnings
 
 import equinox as eqx
 import jax
@@ -14,7 +11,7 @@ import pytest
 
 import eqmodels as em
 from tests.conftest import TEST_DATA
-from tests.helpers import assert_allclose, check_grad_fd
+from tests.helpers import assert_allclose, check_grad_fd, ehtim_row_index, quiet
 
 
 LOCAL = TEST_DATA / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
@@ -101,14 +98,6 @@ def test_blur_image_matches_scipy_and_is_differentiable():
 
 
 # ------------------------------------------------------------ eht-imaging oracle
-@contextlib.contextmanager
-def quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with contextlib.redirect_stdout(io.StringIO()):
-            yield
-
-
 @pytest.fixture(scope="module")
 def ehtim_obs(data):
     """An eht-imaging observation holding exactly our (float64) rows: the loaders
@@ -118,14 +107,7 @@ def ehtim_obs(data):
         obs = eh.obsdata.load_uvfits(str(LOCAL))
         obs.add_scans()
         obs = obs.avg_coherent(0.0, scan_avg=True)
-    table = {(float(r["time"]), str(r["t1"]), str(r["t2"])): i for i, r in enumerate(obs.data)}
-    names = data.station_names
-    idx = np.array(
-        [
-            table[(float(t), names[i], names[j])]
-            for t, i, j in zip(np.asarray(data.time), np.asarray(data.ant1), np.asarray(data.ant2))
-        ]
-    )
+    idx = ehtim_row_index(obs, data)
     obs.data = obs.data[idx]
     for ours, theirs in (("u", "u"), ("v", "v"), ("vis", "vis"), ("sigma", "sigma")):
         obs.data[theirs] = np.asarray(getattr(data, ours))

@@ -2,16 +2,13 @@
 phase / amplitude / station choices, gains carried to other data, errors, and
 eht-imaging's `selfcal` as a test-time oracle on M87 2017 04-11."""
 
-import contextlib
-import io
-import warnings
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import eqmodels as em
-from tests.helpers import assert_allclose
+from tests.helpers import assert_allclose, ehtim_row_index, quiet
 from tests.test_gains import _pairs, GRID, random_gains, synthetic, truth_image
 
 
@@ -145,14 +142,6 @@ def test_self_calibrate_errors(corrupted):
 
 
 # ------------------------------------------------------------ eht-imaging oracle
-@contextlib.contextmanager
-def quiet():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with contextlib.redirect_stdout(io.StringIO()):
-            yield
-
-
 DAY = "eht/m87_2017/SR1_M87_2017_101_lo_hops_netcal_StokesI.uvfits"
 IMAGE = "reference/m87_2017_101_ehtim_pipeline.fits"
 
@@ -167,14 +156,7 @@ def m87(shared_data):
         im = eh.image.load_fits(str(shared_data / IMAGE))
     data = em.load_uvfits(shared_data / DAY).scan_average()
     img, grid = em.load_fits(shared_data / IMAGE)
-    table = {(float(r["time"]), str(r["t1"]), str(r["t2"])): i for i, r in enumerate(obs.data)}
-    names = data.station_names
-    idx = np.array(
-        [
-            table[(float(t), names[i], names[j])]
-            for t, i, j in zip(np.asarray(data.time), np.asarray(data.ant1), np.asarray(data.ant2))
-        ]
-    )
+    idx = ehtim_row_index(obs, data)
     return eh, obs, im, data, img, grid, idx
 
 
