@@ -80,6 +80,11 @@ class ShardedForward(AbstractForwardModel, strict=True):
         return self.inner.pulse
 
     @property
+    def dtype(self) -> np.dtype:
+        # The inner model's: no reshard of the points on every call.
+        return self.inner.dtype
+
+    @property
     def u(self) -> Float[Array, " n"]:
         return gathered(self.inner.u, self.mesh)[: self.n_points]
 
