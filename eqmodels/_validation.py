@@ -11,6 +11,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from ._grid import ImageGrid
+from ._numerics import asarray
 
 
 def is_concrete(x) -> bool:
@@ -74,7 +75,7 @@ def input_dtype(x) -> np.dtype | None:
 def as_real(name: str, x, dtype=None) -> np.ndarray | jax.Array:
     """Check that `x` is real and finite; return it as an array (of `dtype` if given)."""
     if not is_concrete(x):
-        return x if dtype is None else jnp.asarray(x, dtype)
+        return x if dtype is None else asarray(x, dtype)
     arr = as_numpy(name, x)
     if np.iscomplexobj(arr):
         raise TypeError(f"`{name}` must be real, got a complex array.")
@@ -138,7 +139,7 @@ def scalar_leaf(
             raise ValueError(f"`{name}` must be a scalar, got shape {np.shape(x)}.")
         if positive and not float(x) > 0:
             raise ValueError(f"`{name}` must be > 0, got {float(x)}.")
-    return jnp.asarray(x, jnp.result_type(float) if dtype is None else dtype)
+    return asarray(x, jnp.result_type(float) if dtype is None else dtype)
 
 
 def check_grid(grid) -> ImageGrid:

@@ -24,9 +24,9 @@ With `debias=False` the raw amplitudes are used and no closure debiasing is done
 
 import math
 
-import jax.numpy as jnp
 import numpy as np
 
+from .._numerics import asarray
 from ._closures import check_closures, closure_index
 from ._noise import (
     add_fractional_noise,
@@ -117,15 +117,15 @@ def amplitudes(
         _empty("amplitudes", data, f" above snr_cut={snr_cut}")
     sig = np.sqrt(sigma**2 + (level * amp) ** 2)
     return AmpProducts(
-        u=jnp.asarray(np.asarray(data.u)[keep]),
-        v=jnp.asarray(np.asarray(data.v)[keep]),
-        amp=jnp.asarray(amp[keep]),
-        sigma=jnp.asarray(sig[keep]),
-        time=jnp.asarray(np.asarray(data.time)[keep]),
-        stations=jnp.asarray(
+        u=asarray(np.asarray(data.u)[keep]),
+        v=asarray(np.asarray(data.v)[keep]),
+        amp=asarray(amp[keep]),
+        sigma=asarray(sig[keep]),
+        time=asarray(np.asarray(data.time)[keep]),
+        stations=asarray(
             np.stack([np.asarray(data.ant1), np.asarray(data.ant2)], axis=1)[keep]
         ),
-        time_index=jnp.asarray(data.time_index[keep]),
+        time_index=asarray(data.time_index[keep]),
     )
 
 
@@ -218,15 +218,15 @@ def bispectra(
         data, closures, uv_min, snr_cut, fractional_noise
     )
     return BispectrumProducts(
-        u=jnp.asarray(u),
-        v=jnp.asarray(v),
-        sign=jnp.asarray(signs),
-        bispectrum=jnp.asarray(bis),
-        sigma=jnp.asarray(sig_b),
-        time=jnp.asarray(times[0]),
-        stations=jnp.asarray(stations[0]),
-        legs=jnp.asarray(stations[1]),
-        time_index=jnp.asarray(times[1]),
+        u=asarray(u),
+        v=asarray(v),
+        sign=asarray(signs),
+        bispectrum=asarray(bis),
+        sigma=asarray(sig_b),
+        time=asarray(times[0]),
+        stations=asarray(stations[0]),
+        legs=asarray(stations[1]),
+        time_index=asarray(times[1]),
     )
 
 
@@ -267,15 +267,15 @@ def closure_phases(
     )
     sig = np.hypot(sig_b / np.abs(bis), math.radians(systematic_cphase_noise))
     return ClosurePhaseProducts(
-        u=jnp.asarray(u),
-        v=jnp.asarray(v),
-        sign=jnp.asarray(signs),
-        cphase=jnp.asarray(np.angle(bis)),
-        sigma=jnp.asarray(sig),
-        time=jnp.asarray(times[0]),
-        stations=jnp.asarray(stations[0]),
-        legs=jnp.asarray(stations[1]),
-        time_index=jnp.asarray(times[1]),
+        u=asarray(u),
+        v=asarray(v),
+        sign=asarray(signs),
+        cphase=asarray(np.angle(bis)),
+        sigma=asarray(sig),
+        time=asarray(times[0]),
+        stations=asarray(stations[0]),
+        legs=asarray(stations[1]),
+        time_index=asarray(times[1]),
     )
 
 
@@ -347,14 +347,14 @@ def closure_amplitudes(
         data, closures, uv_min, snr_cut, fractional_noise, debias, log=False
     )
     return ClosureAmpProducts(
-        u=jnp.asarray(u),
-        v=jnp.asarray(v),
-        camp=jnp.asarray(val),
-        sigma=jnp.asarray(err),
-        time=jnp.asarray(times[0]),
-        stations=jnp.asarray(stations[0]),
-        legs=jnp.asarray(stations[1]),
-        time_index=jnp.asarray(times[1]),
+        u=asarray(u),
+        v=asarray(v),
+        camp=asarray(val),
+        sigma=asarray(err),
+        time=asarray(times[0]),
+        stations=asarray(stations[0]),
+        legs=asarray(stations[1]),
+        time_index=asarray(times[1]),
     )
 
 
@@ -377,12 +377,12 @@ def log_closure_amplitudes(
         data, closures, uv_min, snr_cut, fractional_noise, debias, log=True
     )
     return LogClosureAmpProducts(
-        u=jnp.asarray(u),
-        v=jnp.asarray(v),
-        logcamp=jnp.asarray(val),
-        sigma=jnp.asarray(err),
-        time=jnp.asarray(times[0]),
-        stations=jnp.asarray(stations[0]),
-        legs=jnp.asarray(stations[1]),
-        time_index=jnp.asarray(times[1]),
+        u=asarray(u),
+        v=asarray(v),
+        logcamp=asarray(val),
+        sigma=asarray(err),
+        time=asarray(times[0]),
+        stations=asarray(stations[0]),
+        legs=asarray(stations[1]),
+        time_index=asarray(times[1]),
     )

@@ -3,13 +3,13 @@ noise from SEFDs, optional station gain and phase errors."""
 
 import math
 
-import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike
 
 from .._forward._direct import DirectFT
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel
+from .._numerics import asarray
 from ._earth import baseline_uvw, elevation, gmst
 from ._stations import StationTable
 from ._visdata import VisData
@@ -169,7 +169,7 @@ def observe(
         raise ValueError(f"`gain_sigma` must be finite and >= 0, got {gain_sigma!r}.")
     if isinstance(image, AbstractImageModel):
         image = image()
-    image = jnp.asarray(image)
+    image = asarray(image)
     if image.shape != grid.shape:
         raise ValueError(f"`image` has shape {image.shape} but `grid` is {grid.shape}.")
     tracks = uv_tracks(

@@ -16,6 +16,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from .._grid import ImageGrid
+from .._numerics import asarray
 from ._visdata import VisData
 
 
@@ -191,14 +192,14 @@ def blur_image(
     if not isinstance(grid, ImageGrid):
         raise TypeError(f"`grid` must be an ImageGrid, got {type(grid).__name__}.")
     fwhm = _positive("fwhm", fwhm, allow_zero=True)
-    img = jnp.asarray(image)
+    img = asarray(image)
     if img.shape[-2:] != (grid.ny, grid.nx):
         raise ValueError(
             f"`image` has shape {tuple(img.shape)} but `grid` is ({grid.ny}, "
             f"{grid.nx})."
         )
     s = fwhm / FWHM_PER_SIGMA / grid.psize
-    by = jnp.asarray(blur_matrix(grid.ny, s), img.dtype)
-    bx = jnp.asarray(blur_matrix(grid.nx, s), img.dtype)
+    by = asarray(blur_matrix(grid.ny, s), img.dtype)
+    bx = asarray(blur_matrix(grid.nx, s), img.dtype)
     hi = jax.lax.Precision.HIGHEST
     return jnp.matmul(jnp.matmul(by, img, precision=hi), bx.T, precision=hi)

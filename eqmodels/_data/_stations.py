@@ -1,9 +1,10 @@
 """Station tables (names, ECEF positions, SEFDs) and the shipped EHT 2017 array."""
 
 import equinox as eqx
-import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
+
+from .._numerics import asarray
 
 
 class StationTable(eqx.Module, strict=True):
@@ -58,9 +59,9 @@ class StationTable(eqx.Module, strict=True):
         if not np.all(np.isfinite(el_min) & (el_min >= -90) & (el_min < 90)):
             raise ValueError("`el_min` must be an elevation in degrees in [-90, 90).")
         self.names = names
-        self.xyz = jnp.asarray(xyz)
-        self.sefd = jnp.asarray(np.array(sefd))
-        self.el_min = jnp.asarray(np.array(el_min))
+        self.xyz = asarray(xyz)
+        self.sefd = asarray(np.array(sefd))
+        self.el_min = asarray(np.array(el_min))
 
     def __len__(self) -> int:
         return len(self.names)

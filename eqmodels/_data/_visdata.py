@@ -4,9 +4,10 @@ import datetime
 import math
 
 import equinox as eqx
-import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Complex, Float, Int
+
+from .._numerics import asarray
 
 
 #: ehtim's default gap between scans, 0.0165 h.
@@ -224,16 +225,16 @@ class VisData(eqx.Module, strict=True):
             v = np.where(flip, -v, v)
             vis_arr = np.where(flip, np.conj(vis_arr), vis_arr)
 
-        self.u = jnp.asarray(u)
-        self.v = jnp.asarray(v)
-        self.vis = jnp.asarray(vis_arr)
-        self.sigma = jnp.asarray(sigma)
-        self.time = jnp.asarray(time)
-        self.tint = jnp.asarray(np.array(tint, np.float64))
-        self.ant1 = jnp.asarray(ant1)
-        self.ant2 = jnp.asarray(ant2)
-        self.band = jnp.asarray(band)
-        self.station_xyz = jnp.asarray(xyz)
+        self.u = asarray(u)
+        self.v = asarray(v)
+        self.vis = asarray(vis_arr)
+        self.sigma = asarray(sigma)
+        self.time = asarray(time)
+        self.tint = asarray(np.array(tint, np.float64))
+        self.ant1 = asarray(ant1)
+        self.ant2 = asarray(ant2)
+        self.band = asarray(band)
+        self.station_xyz = asarray(xyz)
         self.station_names = names
         self.band_freqs = freqs
         self.bandwidth = float(bandwidth)

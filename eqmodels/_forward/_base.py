@@ -13,6 +13,7 @@ from jaxtyping import Array, ArrayLike, Complex, Float
 
 from .._custom_types import PointsLike
 from .._grid import ImageGrid
+from .._numerics import asarray
 from .._pulse import AbstractPulse, TrianglePulse
 from .._validation import (
     as_real,
@@ -110,7 +111,7 @@ class AbstractForwardModel(eqx.Module, strict=True):
         # Constructor inputs are annotated loosely (`ArrayLike`) on purpose: the
         # constructors validate shapes/dtypes themselves with errors that name the
         # argument and the fix, which a generic type-checker message would pre-empt.
-        image = jnp.asarray(image)
+        image = asarray(image)
         if image.shape != self.grid.shape:
             raise ValueError(
                 f"`image` has shape {image.shape} but the model's grid is "
@@ -169,7 +170,7 @@ def gather_index(index, n: int, name: str):
     if not is_concrete(index):
         if not jnp.issubdtype(jnp.result_type(index), jnp.integer):
             raise TypeError(f"`{name}` must be integer indices.")
-        return jnp.asarray(index).reshape(-1)
+        return asarray(index).reshape(-1)
     idx = np.asarray(index)
     if idx.dtype == np.bool_ or not np.issubdtype(idx.dtype, np.integer):
         if idx.size == 0:
@@ -197,5 +198,5 @@ def take_rows(x, idx):
         and is_concrete(x)
         and all(d.platform == "cpu" for d in getattr(x, "devices", lambda: [])())
     ):
-        return jnp.asarray(np.asarray(x)[idx])
-    return jnp.take(x, jnp.asarray(idx), axis=0)
+        return asarray(np.asarray(x)[idx])
+    return jnp.take(x, asarray(idx), axis=0)

@@ -7,6 +7,7 @@ from jaxtyping import Array, Complex, Float
 
 from .._custom_types import PointsLike
 from .._grid import ImageGrid
+from .._numerics import asarray
 from .._pulse import AbstractPulse
 from ._base import AbstractForwardModel, check_pulse, prepare_points
 from ._separable import separable_factors
@@ -85,10 +86,10 @@ class DirectFT(AbstractForwardModel, strict=True):
         self.pulse = check_pulse(pulse)
         self.grid = grid
         a_re, a_im = dft_matrix_parts(grid, u, v, self.pulse, dtype)
-        self.u = jnp.asarray(u)
-        self.v = jnp.asarray(v)
-        self.a_re = jnp.asarray(a_re)
-        self.a_im = jnp.asarray(a_im)
+        self.u = asarray(u)
+        self.v = asarray(v)
+        self.a_re = asarray(a_re)
+        self.a_im = asarray(a_im)
 
     def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:
         x = self._check_image(image).reshape(-1)

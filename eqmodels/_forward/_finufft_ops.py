@@ -19,7 +19,6 @@ import functools
 
 import jax
 import jax.numpy as jnp
-import jax_finufft
 
 
 _IFLAG = -1
@@ -36,6 +35,7 @@ def _broadcast_batch(axis_size, batched, args):
 def centred_ops(eps: float, ny: int, nx: int, opts=None):
     """`(type2, type1, type2_with_vjp)` for this tolerance, grid shape and FINUFFT
     options (`jax_finufft.options.Opts`, hashable, or None)."""
+    import jax_finufft  # imported when first needed: 0.25 s of start-up
 
     @jax.custom_batching.custom_vmap
     def type2(f, py, px):

@@ -7,14 +7,12 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import jax_finufft
-import jax_finufft.lowering
-import jax_finufft.options
 import numpy as np
 from jaxtyping import Array, Complex, Float
 
 from .._custom_types import PointsLike
 from .._grid import ImageGrid
+from .._numerics import asarray
 from .._pulse import AbstractPulse
 from .._validation import is_concrete
 from ._base import AbstractForwardModel, check_pulse, prepare_points
@@ -49,7 +47,11 @@ def _resolve_backend(backend, points) -> str:
         jax.default_backend()
     }
     off_cpu = bool(platforms - {"cpu"})
-    if not off_cpu or jax_finufft.lowering.jax_finufft_gpu is not None:
+    if not off_cpu:
+        return "finufft"
+    import jax_finufft.lowering  # imported when first needed: 0.25 s of start-up
+
+    if jax_finufft.lowering.jax_finufft_gpu is not None:
         return "finufft"
     if _nufftax() is not None:
         return "nufftax"
@@ -194,6 +196,8 @@ class NUFFT(AbstractForwardModel, strict=True):
                         "drop the longest baselines."
                     )
         if opts is not None:
+            import jax_finufft.options
+
             if not isinstance(opts, jax_finufft.options.Opts):
                 raise TypeError(
                     "`opts` must be a `jax_finufft.options.Opts` or None, got "
@@ -204,8 +208,8 @@ class NUFFT(AbstractForwardModel, strict=True):
                     "`opts.modeord` must be False: the NUFFT uses centred modes."
                 )
         self.grid = grid
-        self.u = jnp.asarray(u)
-        self.v = jnp.asarray(v)
+        self.u = asarray(u)
+        self.v = asarray(v)
         self.pulse = check_pulse(pulse)
         self.eps = eps
         self.opts = opts
@@ -227,9 +231,9 @@ class NUFFT(AbstractForwardModel, strict=True):
             shift = shift - math.pi * psize * v64
         factor = self.pulse(u64, v64, psize) * xp.exp(1j * shift)
         ctype = np.complex64 if dtype == np.float32 else np.complex128
-        self.py = jnp.asarray((2.0 * math.pi * psize) * v64, dtype)
-        self.px = jnp.asarray((2.0 * math.pi * psize) * u64, dtype)
-        self.factor = jnp.asarray(factor, ctype)
+        self.py = asarray((2.0 * math.pi * psize) * v64, dtype)
+        self.px = asarray((2.0 * math.pi * psize) * u64, dtype)
+        self.factor = asarray(factor, ctype)
 
     def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:
         image = self._check_image(image)

@@ -7,6 +7,7 @@ from jaxtyping import Array, Complex, Float
 
 from .._custom_types import PointsLike
 from .._grid import ImageGrid
+from .._numerics import asarray
 from .._pulse import AbstractPulse
 from ._base import AbstractForwardModel, check_pulse, prepare_points
 
@@ -77,13 +78,13 @@ class SeparableFT(AbstractForwardModel, strict=True):
         self.grid = grid
         cx, sx, cy, sy, p = separable_factors(grid, u, v, self.pulse)
         half = grid.nx // 2
-        self.u = jnp.asarray(u)
-        self.v = jnp.asarray(v)
-        self.cx = jnp.asarray(cx[:, : grid.nx - half], dtype)  # the middle column too
-        self.sx = jnp.asarray(sx[:, :half], dtype)  # sin(0) = 0 there
-        self.cy = jnp.asarray(cy, dtype)
-        self.sy = jnp.asarray(sy, dtype)
-        self.p = jnp.asarray(p, dtype)
+        self.u = asarray(u)
+        self.v = asarray(v)
+        self.cx = asarray(cx[:, : grid.nx - half], dtype)  # the middle column too
+        self.sx = asarray(sx[:, :half], dtype)  # sin(0) = 0 there
+        self.cy = asarray(cy, dtype)
+        self.sy = asarray(sy, dtype)
+        self.p = asarray(p, dtype)
 
     def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:
         img_t = self._check_image(image).T  # (nx, ny)

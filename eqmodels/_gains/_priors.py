@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Scalar
 
+from .._numerics import asarray
 from .._terms._base import AbstractTerm, ImageLike
 from ._station_gains import StationGains
 
@@ -133,8 +134,8 @@ class GainAmplitudePrior(AbstractGainPrior, strict=True):
             )
         above, below = station_tolerances(tol, gains.station_names)
         self.gains = gains
-        self.tol_above = jnp.asarray(above)
-        self.tol_below = jnp.asarray(below)
+        self.tol_above = asarray(above)
+        self.tol_below = asarray(below)
 
     def gain_residuals(self, gains: StationGains) -> Float[Array, " m"]:
         a = gains.log_amp
@@ -179,7 +180,7 @@ class GainPhaseReference(AbstractGainPrior, strict=True):
             )
         self.gains = gains
         self.station = None if station is None else gains.station_names.index(station)
-        self.sigma = jnp.asarray(_tol("sigma", sigma))
+        self.sigma = asarray(_tol("sigma", sigma))
 
     def gain_residuals(self, gains: StationGains) -> Float[Array, " m"]:
         ph = gains.phase
@@ -223,8 +224,8 @@ class GainSmoothness(AbstractGainPrior, strict=True):
                 "least two (use interval='scan' or a number of seconds)."
             )
         self.gains = gains
-        self.amp_sigma = jnp.asarray(_tol("amp_sigma", amp_sigma))
-        self.phase_sigma = jnp.asarray(_tol("phase_sigma", phase_sigma))
+        self.amp_sigma = asarray(_tol("amp_sigma", amp_sigma))
+        self.phase_sigma = asarray(_tol("phase_sigma", phase_sigma))
 
     def gain_residuals(self, gains: StationGains) -> Float[Array, " m"]:
         da = jnp.diff(gains.log_amp, axis=0) / self.amp_sigma.astype(gains.log_amp.dtype)

@@ -29,6 +29,7 @@ from .._data._visdata import DEFAULT_SCAN_GAP_S, VisData
 from .._forward._direct import DirectFT
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel
+from .._numerics import asarray
 from ._intervals import solution_intervals
 from ._priors import station_tolerances
 from ._station_gains import StationGains
@@ -56,7 +57,7 @@ def _model_vis(data, image, grid, model_vis, pulse):
         grid = image.grid if grid is None else grid
         img = image()
     else:
-        img = jnp.asarray(image)
+        img = asarray(image)
         if grid is None:
             raise TypeError(
                 "`grid` is required when `image` is an array: "
@@ -186,16 +187,16 @@ def self_calibrate(
     shape = (_bucket(n_int), _bucket(rows.shape[1]))
     sinv_rows = _pad_to(np.where(live, sinv[rows], 0.0), shape)
     la, ph = _solve(
-        jnp.asarray(_pad_to(obs[rows], shape)),
-        jnp.asarray(_pad_to(mod[rows], shape)),
-        jnp.asarray(sinv_rows),
-        jnp.asarray(_pad_to(a1, shape)),
-        jnp.asarray(_pad_to(a2, shape)),
-        jnp.asarray(_pad_to(free, (shape[0], free.shape[1]))),
-        jnp.asarray(above),
-        jnp.asarray(below),
-        jnp.asarray(ref),
-        jnp.asarray([method != "phase", method != "amp"]),
+        asarray(_pad_to(obs[rows], shape)),
+        asarray(_pad_to(mod[rows], shape)),
+        asarray(sinv_rows),
+        asarray(_pad_to(a1, shape)),
+        asarray(_pad_to(a2, shape)),
+        asarray(_pad_to(free, (shape[0], free.shape[1]))),
+        asarray(above),
+        asarray(below),
+        asarray(ref),
+        asarray([method != "phase", method != "amp"]),
         max_steps=max_steps,
     )
     gains = StationGains(la[:n_int], ph[:n_int], slot, bounds, names)
@@ -280,7 +281,7 @@ def _solve(obs, mod, sinv, a1, a2, free, above, below, ref, fit, *, max_steps):
         p0 = p0.at[n_st:].set(jnp.where(free & fit_phase, jnp.angle(g0), 0.0))
         jac0 = jax.jacfwd(residuals)(p0) * free_p[None, :]
         lam0 = 1e-3 * jnp.maximum(jnp.max(jnp.sum(jac0 * jac0, axis=0)), 1e-30)
-        one_ = jnp.asarray(2.0, p0.dtype)
+        one_ = asarray(2.0, p0.dtype)
         p, _, _, _ = jax.lax.fori_loop(
             0, max_steps, step, (p0, lam0, one_, cost(p0))
         )

@@ -9,6 +9,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Complex, Float, Int
 
 from .._data._visdata import DEFAULT_SCAN_GAP_S, VisData
+from .._numerics import asarray
 from .._validation import is_concrete
 from ._intervals import nearest_interval, solution_intervals
 
@@ -81,7 +82,7 @@ class StationGains(eqx.Module, strict=True):
                 if not np.all(np.isfinite(arr)):
                     raise ValueError(f"`{name}` has non-finite values.")
                 x = arr.astype(dtype) if np.issubdtype(arr.dtype, np.integer) else arr
-            arrays.append(jnp.asarray(x))
+            arrays.append(asarray(x))
         if is_concrete(arrays[0]) and is_concrete(arrays[1]):
             if arrays[0].shape != arrays[1].shape:
                 raise ValueError(
@@ -110,8 +111,8 @@ class StationGains(eqx.Module, strict=True):
                 )
             bounds = b
         self.log_amp, self.phase = arrays
-        self.slot_interval = jnp.asarray(slot_interval, jnp.int32)
-        self.bounds = jnp.asarray(bounds, jnp.float64 if dtype == np.float64 else dtype)
+        self.slot_interval = asarray(slot_interval, jnp.int32)
+        self.bounds = asarray(bounds, jnp.float64 if dtype == np.float64 else dtype)
         self.station_names = names
 
     @classmethod
@@ -181,9 +182,9 @@ class StationGains(eqx.Module, strict=True):
         **Returns:** the complex factor, shape `points`. A leg with an unknown
         station or time slot (`-1`) gets factor 1.
         """
-        stations = jnp.asarray(stations)
+        stations = asarray(stations)
         points = stations.shape[:-1]
-        t = jnp.asarray(time_index).reshape(points[:1] + (1,) * (len(points) - 1))
+        t = asarray(time_index).reshape(points[:1] + (1,) * (len(points) - 1))
         t = jnp.broadcast_to(t, points)
         a, b = stations[..., 0], stations[..., 1]
         known = (a >= 0) & (b >= 0) & (t >= 0)
@@ -229,8 +230,8 @@ class StationGains(eqx.Module, strict=True):
             self.station_names.index(s) if s in self.station_names else -1
             for s in data.station_names
         ]
-        cols_arr = jnp.asarray(np.maximum(cols, 0))
-        known = jnp.asarray(np.asarray(cols) >= 0)[None, :]
+        cols_arr = asarray(np.maximum(cols, 0))
+        known = asarray(np.asarray(cols) >= 0)[None, :]
         zero = jnp.zeros((), self.log_amp.dtype)
         la = jnp.where(known, self.log_amp[:, cols_arr], zero)
         ph = jnp.where(known, self.phase[:, cols_arr], zero)

@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 
 from .._grid import ImageGrid
+from .._numerics import asarray
 from .._validation import is_concrete
 
 
@@ -12,8 +13,8 @@ def pixel_offsets(grid: ImageGrid, x0, y0, dtype):
     that squared distances stay well inside float32's range)."""
     xx, yy = grid.coords()
     p = grid.psize
-    dx = jnp.asarray(xx / p, dtype) - x0 / p
-    dy = jnp.asarray(yy / p, dtype) - y0 / p
+    dx = asarray(xx / p, dtype) - x0 / p
+    dy = asarray(yy / p, dtype) - y0 / p
     return dx, dy
 
 
@@ -27,7 +28,7 @@ def sigma_pixels(width, psize, fwhm_per_sigma):
     """The Gaussian σ of a FWHM `width` (radians) in pixels, floored at
     `MIN_SIGMA_PIXELS` (its gradient is 0 below the floor)."""
     s = width / (fwhm_per_sigma * psize)
-    return jnp.maximum(s, jnp.asarray(MIN_SIGMA_PIXELS, s.dtype))
+    return jnp.maximum(s, asarray(MIN_SIGMA_PIXELS, s.dtype))
 
 
 def normalised(log_g, factor=None):

@@ -9,6 +9,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int, Real
 
 from .._custom_types import ArraySequence
 from .._grid import ImageGrid
+from .._numerics import asarray
 from .._validation import as_real, check_grid, is_concrete, resolve_float_dtype
 from ._base import AbstractImageModel
 
@@ -85,8 +86,8 @@ class PixelImage(AbstractImageModel, strict=True):
                     + "."
                 )
         self.grid = grid
-        self.params = jnp.asarray(params, dtype)
-        self.indices = jnp.asarray(indices, jnp.int32)
+        self.params = asarray(params, dtype)
+        self.indices = asarray(indices, jnp.int32)
         self.transform = transform
 
     @classmethod
@@ -127,7 +128,10 @@ class PixelImage(AbstractImageModel, strict=True):
                     )
         if mask is not None and is_concrete(image):
             image = np.asarray(image)[np.asarray(mask, bool)]
-        params = jnp.log(jnp.asarray(image)) if transform == "log" else image
+        if transform == "log":  # on the host when concrete: no eager program
+            params = np.log(image) if is_concrete(image) else jnp.log(image)
+        else:
+            params = image
         return cls(grid, params, transform=transform, mask=mask, dtype=dtype)
 
     @classmethod

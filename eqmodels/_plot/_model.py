@@ -1,10 +1,10 @@
 """Model visibilities for the data plots: given directly, or from an image."""
 
-import jax.numpy as jnp
 import numpy as np
 
 from .._forward._separable import SeparableFT
 from .._image._base import AbstractImageModel
+from .._numerics import asarray
 from ._image import _image_and_grid
 
 
@@ -20,7 +20,7 @@ def model_visibilities(model, grid, u, v, name="model") -> np.ndarray:
     ):
         img, grid = _image_and_grid(model, grid, name)
         fwd = SeparableFT(grid, u, np.asarray(v))
-        return np.asarray(fwd(jnp.asarray(img)))
+        return np.asarray(fwd(asarray(img)))
     vis = np.asarray(model)
     if not np.iscomplexobj(vis):
         raise TypeError(

@@ -10,6 +10,7 @@ from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._custom_types import ArraySequence
 from .._grid import ImageGrid
+from .._numerics import asarray
 from .._terms._base import AbstractTerm, as_image, ImageLike, term_grid
 from .._validation import as_real, is_concrete, scalar_leaf
 
@@ -82,7 +83,7 @@ def check_prior(
                 "`prior` has negative pixels; a prior image must be >= 0 (pixels "
                 "where it is 0 must be 0 in the image too, e.g. outside a mask)."
             )
-    return jnp.asarray(prior, jnp.result_type(float))
+    return asarray(prior, jnp.result_type(float))
 
 
 def check_eps(eps: float, name: str = "eps") -> float:
@@ -97,13 +98,13 @@ def check_eps(eps: float, name: str = "eps") -> float:
 
 def as_dtype(x: Float[Array, "*s"], like: Float[Array, "..."]) -> Float[Array, "*s"]:
     """Cast a held constant to the image's dtype (float32 images stay float32)."""
-    return jnp.asarray(x, like.dtype)
+    return asarray(x, like.dtype)
 
 
 def coords(grid: ImageGrid, like: Float[Array, "..."]):
     """Pixel-centre coordinate images `(xx, yy)` in radians, the image's dtype."""
     xx, yy = grid.coords()
-    return jnp.asarray(xx, like.dtype), jnp.asarray(yy, like.dtype)
+    return asarray(xx, like.dtype), asarray(yy, like.dtype)
 
 
 def beam_from_uv(

@@ -10,6 +10,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from jaxtyping import Array, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
+from .._numerics import asarray
 from .._terms._base import (
     AbstractDataTerm,
     AbstractTerm,
@@ -275,11 +276,11 @@ def _take_data_rows(data, rows: np.ndarray, n: int):
 def _as_piece(term, rows, live, n, slots):
     """A device's share: weight 0 on its padding rows (`~live`), the whole data
     set's `n_rows` and time slots."""
-    weight = term.weight * jnp.asarray(live, term.weight.dtype)
+    weight = term.weight * asarray(live, term.weight.dtype)
     term = eqx.tree_at(lambda t: (t.weight, t.n_rows), term, (weight, n_rows_leaf(n)))
     if slots is not None and "time_index" in term.row_fields:
         term = eqx.tree_at(
-            lambda t: t.time_index, term, jnp.asarray(slots[rows], jnp.int32)
+            lambda t: t.time_index, term, asarray(slots[rows], jnp.int32)
         )
     return term
 

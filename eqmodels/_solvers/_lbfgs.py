@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
+from .._numerics import asarray
 from ._common import batch_while_loop, FTOL, gate, LINESEARCH, RUNNING, stop_reason
 
 
@@ -195,7 +196,7 @@ def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps, axis_nam
             rho,
             head,
             count,
-            jnp.asarray(True),
+            asarray(True),
             k_new,
             ls_new,
             evals,
@@ -213,21 +214,21 @@ def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps, axis_nam
 
     init = (
         x0,
-        jnp.asarray(jnp.inf, dtype),
+        asarray(jnp.inf, dtype),
         jnp.zeros(n, dtype),
         jnp.zeros(n, dtype),
-        jnp.asarray(0.0, dtype),
+        asarray(0.0, dtype),
         jnp.zeros((2 * (memory_size + 1), n), dtype),
         jnp.zeros((memory_size, memory_size), dtype),
         jnp.zeros((memory_size, memory_size), dtype),
         jnp.zeros(memory_size, dtype),
         zero_i,
         zero_i,
-        jnp.asarray(False),
+        asarray(False),
         zero_i,
         zero_i,
         zero_i,
-        jnp.asarray(RUNNING, jnp.int32),
+        asarray(RUNNING, jnp.int32),
     )
     c = batch_while_loop(running, body, init, axis_name)
     x, f, k, evals, reason = c[0], c[1], c[-4], c[-2], c[-1]

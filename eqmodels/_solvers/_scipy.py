@@ -10,6 +10,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import PyTree, Scalar
 
+from .._numerics import asarray
 from ._common import FTOL, GTOL, LINESEARCH, MAX_STEPS, NONFINITE
 from ._solve import check_objective, Solution
 
@@ -75,7 +76,7 @@ def solve_scipy(
     args = (jax.tree_util.Partial(unravel), static)
 
     def fun(x):
-        v, g = _value_and_grad(jnp.asarray(x, dtype), args, objective)
+        v, g = _value_and_grad(asarray(x, dtype), args, objective)
         return float(v), np.asarray(g, np.float64)
 
     res = scipy.optimize.minimize(
@@ -91,7 +92,7 @@ def solve_scipy(
             gtol=float(gtol),
         ),
     )
-    final = eqx.combine(unravel(jnp.asarray(res.x, dtype)), static)
+    final = eqx.combine(unravel(asarray(res.x, dtype)), static)
     msg = str(res.message)
     if not np.isfinite(res.fun):
         code = NONFINITE
@@ -105,13 +106,13 @@ def solve_scipy(
         code = MAX_STEPS
     return Solution(
         model=final,
-        value=jnp.asarray(res.fun, dtype),
+        value=asarray(res.fun, dtype),
         report=_report(final, objective),
-        steps=jnp.asarray(res.nit, jnp.int32),
-        result=jnp.asarray(code, jnp.int32),
+        steps=asarray(res.nit, jnp.int32),
+        result=asarray(code, jnp.int32),
         stats={
-            "max_steps": jnp.asarray(max_steps, jnp.int32),
-            "evaluations": jnp.asarray(res.nfev, jnp.int32),
+            "max_steps": asarray(max_steps, jnp.int32),
+            "evaluations": asarray(res.nfev, jnp.int32),
             "message": msg,
         },
     )

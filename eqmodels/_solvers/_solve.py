@@ -11,6 +11,7 @@ import optax
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Bool, Float, Int, PyTree, Scalar
 
+from .._numerics import asarray
 from ._common import (
     batch_while_loop,
     FTOL,
@@ -89,7 +90,7 @@ def _match_types(init, like):
     update, which is what makes a naive loop recompile)."""
 
     def cast(x, s):
-        x = jnp.asarray(x)
+        x = asarray(x)
         if x.dtype == s.dtype and x.weak_type == s.weak_type:
             return x
         # Observed: weakly typed scalars in the initial state become strongly
@@ -125,11 +126,11 @@ def _gradient_loop(solver, fn, params, opts, axis_name=None):
 
     def evaluations(state):
         n = optax.tree.get(state, "num_linesearch_steps", None) if from_state else None
-        return jnp.asarray(1 if n is None else n, jnp.int32)
+        return asarray(1 if n is None else n, jnp.int32)
 
     carry_shape = jax.eval_shape(step, params, state0, f0, g0)
     state0 = _match_types(state0, carry_shape[1])
-    f0 = jnp.asarray(f0, carry_shape[2].dtype)
+    f0 = asarray(f0, carry_shape[2].dtype)
 
     def cond(c):
         *_, k, reason = c
@@ -182,7 +183,7 @@ def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
     r0, j0 = linearise(x0)
     f0 = jnp.sum(r0 * r0)
     # λ is relative to the scaled normal matrix, whose diagonal is 1.
-    lam0 = jnp.asarray(
+    lam0 = asarray(
         solver.damping if lm else getattr(solver, "jitter", 1e-12), f0.dtype
     )
 
@@ -206,7 +207,7 @@ def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
             lam_new = jnp.where(accept, lam * factor, lam * nu)
             nu_new = jnp.where(accept, 2.0, 2 * nu)
         else:
-            accept = jnp.asarray(True)
+            accept = asarray(True)
             lam_new, nu_new = lam, nu
         x_out = jnp.where(accept, x_new, x)
         r_out = jnp.where(accept, r_new, r)
@@ -228,7 +229,7 @@ def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
         j0,
         f0,
         lam0,
-        jnp.asarray(2.0, f0.dtype),
+        asarray(2.0, f0.dtype),
         jnp.zeros((), jnp.int32),
         reason0,
     )

@@ -16,6 +16,7 @@ import numpy as np
 import optax
 from jaxtyping import Array, ArrayLike, Float
 
+from .._numerics import asarray
 from ._jacobian import check_chunk_size, check_memory_budget, DEFAULT_MEMORY_BUDGET
 
 
@@ -128,7 +129,7 @@ class Adam(AbstractGradientSolver, strict=True):
           pixels, 1e-2 changes a pixel by about 1 % per step).
         - `b1`, `b2`: decay rates of the moment estimates.
         """
-        lr = jnp.asarray(learning_rate)
+        lr = asarray(learning_rate)
         if lr.ndim != 0 or not jnp.issubdtype(lr.dtype, jnp.floating):
             if lr.ndim == 0 and jnp.issubdtype(lr.dtype, jnp.integer):
                 lr = lr.astype(float)

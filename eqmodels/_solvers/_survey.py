@@ -17,6 +17,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, Float, Int, PyTree
 
+from .._numerics import asarray
 from ._jacobian import (
     auto_chunk,
     check_memory_budget,
@@ -401,7 +402,7 @@ def survey(
     if bar is not None:
         bar.close()
     joined = [
-        jnp.asarray(np.concatenate([p[j] for p in parts]))
+        asarray(np.concatenate([p[j] for p in parts]))
         for j in range(len(out_leaves_shape))
     ]
     obj0 = objectives[0]

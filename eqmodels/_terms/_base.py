@@ -27,6 +27,7 @@ from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 from .._forward._base import AbstractForwardModel, gather_index, take_rows
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel
+from .._numerics import asarray
 from .._validation import is_concrete
 from ._shared import merge, raw_source, share_key, SharedForward, unwrap
 
@@ -48,7 +49,7 @@ def as_image(
                 "(same shape and pixel size), or the term on the model's."
             )
         return image()
-    return jnp.asarray(image)
+    return asarray(image)
 
 
 def same_grid(a: ImageGrid, b: ImageGrid) -> bool:
@@ -137,7 +138,7 @@ def _scalar_weight(weight):
         raise TypeError(
             "a term can only be multiplied by a scalar weight, not by another term."
         )
-    w = jnp.asarray(weight)
+    w = asarray(weight)
     if w.ndim != 0:
         raise TypeError(
             f"a term's weight must be a scalar, got shape {w.shape}; for a survey over "
@@ -310,7 +311,7 @@ class AbstractDataTerm(AbstractTerm, strict=True):
         index = np.concatenate([np.arange(n), np.zeros(length - n, np.int64)])
         out = self.take_rows(index)
         live = np.arange(length) < n
-        weight = out.weight * jnp.asarray(live, out.weight.dtype)
+        weight = out.weight * asarray(live, out.weight.dtype)
         return eqx.tree_at(lambda t: t.weight, out, weight)
 
 
@@ -342,10 +343,10 @@ def n_rows_leaf(n: int | np.integer | Int[Array, ""]) -> Int[Array, ""]:
     normalised by) as the 0-d int32 leaf data terms hold; a traced `n` passes
     through unchecked."""
     if not is_concrete(n):
-        return jnp.asarray(n, jnp.int32)
+        return asarray(n, jnp.int32)
     if isinstance(n, bool) or int(n) != n or int(n) < 1:
         raise ValueError(f"`n_rows` must be a positive integer, got {n!r}.")
-    return jnp.asarray(int(n), jnp.int32)
+    return asarray(int(n), jnp.int32)
 
 
 def _unique_names(names: Sequence[str]) -> tuple[str, ...]:
@@ -501,7 +502,7 @@ class Objective(AbstractTerm, strict=True):
             flat_terms, groups = _share(flat_terms, groups)
         self.terms = tuple(flat_terms)
         self.shared = tuple(groups)
-        self.weights = jnp.asarray(xp.concatenate(flat_w))
+        self.weights = asarray(xp.concatenate(flat_w))
         self.names = _unique_names(flat_names)
         self.chi2_offset = bool(chi2_offset)
 
@@ -515,7 +516,7 @@ class Objective(AbstractTerm, strict=True):
 
         **Returns:** the new `Objective` (terms and shared transforms reused).
         """
-        weights = jnp.asarray(weights)
+        weights = asarray(weights)
         if weights.shape != self.weights.shape:
             raise ValueError(
                 f"`weights` has shape {weights.shape}, expected {self.weights.shape} "
@@ -589,7 +590,7 @@ class Objective(AbstractTerm, strict=True):
         """
         vals = jnp.stack(self.values(image))
         if self.chi2_offset:
-            vals = vals - jnp.asarray(self.is_data_term, vals.dtype)
+            vals = vals - asarray(self.is_data_term, vals.dtype)
         return jnp.sum(self.weights.astype(vals.dtype) * vals)
 
     def report(self, image: ImageLike) -> dict[str, Scalar]:

@@ -7,6 +7,7 @@ from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
 from .._grid import ImageGrid
+from .._numerics import asarray
 from .._validation import as_complex, is_concrete
 from ._base import AbstractDataTerm, n_rows_leaf
 from ._common import (
@@ -67,7 +68,7 @@ class BispectrumChi2(AbstractDataTerm, strict=True):
                 "rows; they must match (one value per row)."
             )
         self.forward = forward
-        self.bispectrum = jnp.asarray(bispectrum, ctype)
+        self.bispectrum = asarray(bispectrum, ctype)
         self.weight = weight_from_sigma(sigma, n, dtype)
         self.n_rows = n_rows_leaf(int(n))
         self.stations, self.time_index = row_labels(

@@ -15,6 +15,7 @@ from jaxtyping import Array, ArrayLike, Bool, Complex, Float, Int
 from .._forward._base import AbstractForwardModel
 from .._forward._select import make_forward
 from .._grid import ImageGrid
+from .._numerics import asarray
 from .._validation import as_real, check_nonempty, check_positive, is_concrete
 from ._base import n_rows_leaf
 
@@ -50,7 +51,7 @@ def check_values(name: str, values, n: int, dtype) -> np.ndarray | jax.Array:
             f"`{name}` has shape {np.shape(values)} but `forward` has {n} rows; "
             "they must match (one value per row)."
         )
-    return jnp.asarray(values, dtype)
+    return asarray(values, dtype)
 
 
 def weight_from_sigma(sigma, n: int, dtype) -> Float[Array, " n"]:
@@ -70,8 +71,8 @@ def inverse_variance(sigma, dtype) -> Float[Array, "*s"]:
     has been through `as_real`."""
     check_positive("sigma", sigma)
     if is_concrete(sigma):
-        return jnp.asarray(1.0 / np.asarray(sigma, np.float64) ** 2, dtype)
-    return jnp.asarray(1.0 / sigma**2, dtype)
+        return asarray(1.0 / np.asarray(sigma, np.float64) ** 2, dtype)
+    return asarray(1.0 / sigma**2, dtype)
 
 
 def real_rows(
@@ -138,7 +139,7 @@ def row_labels(
                     f"{int(arr.min())}."
                 )
             x = arr
-        out.append(jnp.asarray(x, jnp.int32))
+        out.append(asarray(x, jnp.int32))
     return out[0], out[1]
 
 
@@ -157,7 +158,7 @@ def where_live(
 ) -> Float[Array, " n *k"]:
     """`x` on live rows, `fill` on dead (zero-weight) rows."""
     live = live.reshape(live.shape + (1,) * (x.ndim - 1))
-    return jnp.where(live, x, jnp.asarray(fill, x.dtype))
+    return jnp.where(live, x, asarray(fill, x.dtype))
 
 
 def values_dtype(forward: AbstractForwardModel):

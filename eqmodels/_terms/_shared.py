@@ -24,6 +24,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Complex, Float, Int
 
 from .._forward._base import AbstractForwardModel, take_rows
+from .._numerics import asarray
 from .._sharding._forward import ShardedForward
 from .._sharding._mesh import host_array, replicate
 from .._validation import is_concrete
@@ -163,7 +164,7 @@ def merge(
             out = np.empty((first.size, *host[0].shape[1:]), host[0].dtype)
             for x, p in zip(host, parts):
                 out[p] = x[row[p]]
-            gathered.append(jnp.asarray(out))
+            gathered.append(asarray(out))
         else:
             out = jnp.concatenate(
                 [take_rows(x, row[p]) for x, p in zip(flat, parts)]
@@ -178,8 +179,8 @@ def merge(
             glob = offsets[s] + host_array(i)
             new = inverse[glob]
             members.append(m)
-            index.append(jnp.asarray(new, jnp.int32))
-            conj.append(jnp.asarray(host_array(c) ^ (flip[glob] != flip[first[new]])))
+            index.append(asarray(new, jnp.int32))
+            conj.append(asarray(host_array(c) ^ (flip[glob] != flip[first[new]])))
     order = np.argsort(members, kind="stable")
     index = tuple(index[k] for k in order)
     conj = tuple(conj[k] for k in order)

@@ -8,6 +8,7 @@ from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
 from .._grid import ImageGrid
+from .._numerics import asarray
 from .._validation import as_complex, as_real, check_same_shape, is_concrete
 from ._base import AbstractDataTerm, n_rows_leaf
 from ._common import (
@@ -67,7 +68,7 @@ class VisChi2(AbstractDataTerm, strict=True):
         sigma = as_real("sigma", sigma)
         check_same_shape(("vis", "sigma", "forward.u"), vis, sigma, forward.u)
         self.forward = forward
-        self.vis = jnp.asarray(vis, ctype)
+        self.vis = asarray(vis, ctype)
         self.weight = inverse_variance(sigma, dtype)
         self.n_rows = n_rows_leaf(math.prod(np.shape(vis)))
         self.stations, self.time_index = row_labels(
