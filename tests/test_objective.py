@@ -80,6 +80,14 @@ def test_value_grad_and_report_match_numpy(forward):
     assert set(report) == set(obj.names)  # (jit returns dicts with sorted keys)
     got = np.array([report[n] for n in obj.names])
     assert_allclose(got, np.array(ref_parts), rtol=rtol)
+    # Value and report from one evaluation, and as `has_aux` for a gradient.
+    (val2, report2), grad2 = eqx.filter_jit(
+        eqx.filter_value_and_grad(lambda x, o: o.value_and_report(x), has_aux=True)
+    )(jnp.asarray(img), obj)
+    assert_allclose(val2, ref_val, rtol=rtol)
+    assert_allclose(grad2, ref_grad, rtol=rtol)
+    got2 = np.array([report2[n] for n in obj.names])
+    assert_allclose(got2, np.array(ref_parts), rtol=rtol)
 
 
 @pytest.mark.parametrize("forward", list(FORWARD_RTOL))

@@ -82,6 +82,11 @@ def test_gradient_solvers_reach_the_closed_form_minimum(solver, steps, rtol):
     f_star = float(obj(jnp.asarray(x_star.reshape(GRID.shape))))
     assert f_star * (1 - 1e-12) <= float(sol.value) <= f_star * (1 + rtol)
     assert set(sol.report) == {"vis", "tv2"}
+    # The report is the terms' values at the final model (L-BFGS carries it from
+    # the evaluation that accepted the model).
+    final = obj.report(sol.model)
+    for name in final:
+        assert_allclose(sol.report[name], final[name], rtol=1e-12)
     assert int(sol.steps) <= steps
 
 

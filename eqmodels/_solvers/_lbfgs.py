@@ -52,7 +52,9 @@ def _two_loop(g, buf, sy_mat, yy_mat, rho, head, count):
         eye + r[:, None] * jnp.tril(sy, -1), r * sg, lower=True, unit_diagonal=True
     )
     gamma = jnp.where(
-        (count > 0) & (yy[0, 0] > 0), sy[0, 0] / jnp.where(yy[0, 0] > 0, yy[0, 0], 1.0), 1.0
+        (count > 0) & (yy[0, 0] > 0),
+        sy[0, 0] / jnp.where(yy[0, 0] > 0, yy[0, 0], 1.0),
+        1.0,
     )
     # Second loop, oldest to newest, in c = α − β:
     # (I + diag(ρ) triu(SYᵀ, 1)) c = α − γ ρ ∘ Y q, with Y q = Yg − YYᵀ α.
@@ -64,8 +66,10 @@ def _two_loop(g, buf, sy_mat, yy_mat, rho, head, count):
         unit_diagonal=True,
     )
     # H g = γ (g − Σ α_j y_j) + Σ c_j s_j.
-    coef = jnp.zeros((m + 1, 2), g.dtype).at[order].set(
-        jnp.stack([c, -gamma * alpha], axis=1)
+    coef = (
+        jnp.zeros((m + 1, 2), g.dtype)
+        .at[order]
+        .set(jnp.stack([c, -gamma * alpha], axis=1))
     )
     return gamma * g + jnp.matmul(coef.reshape(-1), buf, precision=_HIGHEST)
 
@@ -98,20 +102,28 @@ def _add_pair(buf, sy_mat, yy_mat, head, s, y, good):
     )
 
 
-def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps, axis_name=None):
-    """Minimise `fn` (flat vector → scalar) from `x0`.
+def lbfgs_backtracking(
+    fn, x0, opts, memory_size, max_linesearch_steps, axis_name=None, aux0=None
+):
+    """Minimise `fn` (flat vector → scalar; with `aux0`, → `(scalar, aux)`) from
+    `x0`.
 
-    **Returns:** `(x, f, steps, reason, evaluations)`.
+    `aux0`: `None`, or a pytree of arrays shaped and typed as `fn`'s `aux` (its
+    values are never used: the first evaluation always replaces them).
+
+    **Returns:** `(x, f, steps, reason, evaluations, aux)`: `aux` at `x` (`None`
+    without `aux0`), from the evaluation that accepted `x`.
     """
     n = x0.shape[0]
     dtype = x0.dtype
-    vg = jax.value_and_grad(fn)
+    vg = jax.value_and_grad(fn if aux0 is not None else _no_aux(fn), has_aux=True)
     zero_i = jnp.zeros((), jnp.int32)
 
     def initial_alpha(d):
         return jnp.minimum(1.0, 1.0 / jnp.maximum(jnp.linalg.norm(d), 1e-300))
 
-    def body(c, active):
+    def body(carry, active):
+        c, aux = carry
         (
             x,
             f,
@@ -131,7 +143,7 @@ def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps, axis_nam
             _,
         ) = c
         x_t = x + alpha * d
-        f_t, g_t = vg(x_t)
+        (f_t, aux_t), g_t = vg(x_t)
         f_t = f_t.astype(dtype)
         evals = evals + 1
         gd = jnp.dot(g, d)
@@ -205,10 +217,13 @@ def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps, axis_nam
         # The buffer was updated in place only where `good` (which includes
         # `active`); everything else of a finished member is left as it was.
         small = gate(active, new[:5] + new[6:], c[:5] + c[6:])
-        return small[:5] + (new[5],) + small[5:]
+        aux = gate(
+            active, jax.tree.map(lambda a, b: jnp.where(accept, a, b), aux_t, aux), aux
+        )
+        return small[:5] + (new[5],) + small[5:], aux
 
-    def running(c):
-        started, k, reason = c[-5], c[-4], c[-1]
+    def running(carry):
+        started, k, reason = carry[0][-5], carry[0][-4], carry[0][-1]
         # The first evaluation (the start) always runs, so `value` is defined.
         return (reason == RUNNING) & ((k < opts.max_steps) | ~started)
 
@@ -230,6 +245,10 @@ def lbfgs_backtracking(fn, x0, opts, memory_size, max_linesearch_steps, axis_nam
         zero_i,
         asarray(RUNNING, jnp.int32),
     )
-    c = batch_while_loop(running, body, init, axis_name)
+    c, aux = batch_while_loop(running, body, (init, aux0), axis_name)
     x, f, k, evals, reason = c[0], c[1], c[-4], c[-2], c[-1]
-    return x, f, k, reason, evals
+    return x, f, k, reason, evals, aux
+
+
+def _no_aux(fn):
+    return lambda x: (fn(x), None)

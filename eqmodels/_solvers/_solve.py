@@ -12,6 +12,7 @@ from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Bool, Float, Int, PyTree, Scalar
 
 from .._numerics import asarray
+from .._terms._base import Objective
 from ._common import (
     batch_while_loop,
     FTOL,
@@ -183,9 +184,7 @@ def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
     r0, j0 = linearise(x0)
     f0 = jnp.sum(r0 * r0)
     # λ is relative to the scaled normal matrix, whose diagonal is 1.
-    lam0 = asarray(
-        solver.damping if lm else getattr(solver, "jitter", 1e-12), f0.dtype
-    )
+    lam0 = asarray(solver.damping if lm else getattr(solver, "jitter", 1e-12), f0.dtype)
 
     def cond(c):
         k, reason = c[-2], c[-1]
@@ -255,20 +254,35 @@ def solve_traced(
     passes the name of its `vmap` axis, see `batch_while_loop`)."""
     TRACE_COUNT[0] += 1
     params, static = eqx.partition(model, filter_spec)
+    report = None
 
     if isinstance(solver, LBFGS) and solver.linesearch == "backtracking":
         x0, unravel = ravel_pytree(params)
+        # The report rides along with each evaluation (cast to the parameters'
+        # dtype, a fixed carry type): one copy of the objective in the program,
+        # none after the loop.
+        with_report = isinstance(objective, Objective)
+        aux0 = (
+            {name: jnp.zeros((), x0.dtype) for name in objective.names}
+            if with_report
+            else None
+        )
 
         def flat_fn(x):
-            return objective(eqx.combine(unravel(x), static))
+            m = eqx.combine(unravel(x), static)
+            if not with_report:
+                return objective(m)
+            value, rep = objective.value_and_report(m)
+            return value, {k: v.astype(x0.dtype) for k, v in rep.items()}
 
-        x, value, steps, reason, evals = lbfgs_backtracking(
+        x, value, steps, reason, evals, report = lbfgs_backtracking(
             flat_fn,
             x0,
             opts,
             solver.memory_size,
             solver.max_linesearch_steps,
             axis_name,
+            aux0=aux0,
         )
         final = eqx.combine(unravel(x), static)
     elif isinstance(solver, AbstractGradientSolver):
@@ -287,7 +301,8 @@ def solve_traced(
         )
         final = eqx.combine(unravel(x), static)
         value = objective(final)
-    report = objective.report(final) if hasattr(objective, "report") else {}
+    if report is None:
+        report = objective.report(final) if hasattr(objective, "report") else {}
     reason = jnp.where(reason == RUNNING, 0, reason).astype(jnp.int32)
     return Solution(
         model=final,

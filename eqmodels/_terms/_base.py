@@ -314,7 +314,6 @@ class AbstractDataTerm(AbstractTerm, strict=True):
         weight = out.weight * asarray(live, out.weight.dtype)
         return eqx.tree_at(lambda t: t.weight, out, weight)
 
-
     def _row_paths(self) -> set[tuple[str, ...]]:
         """Attribute paths of the per-row leaves (leading axis = rows): the
         `row_fields` themselves; a wrapper whose rows live in an inner term returns
@@ -333,9 +332,7 @@ class AbstractDataTerm(AbstractTerm, strict=True):
     def _without_forward(self) -> "AbstractDataTerm":
         """The term without its own forward model (a member of a sharing
         objective)."""
-        return eqx.tree_at(
-            lambda t: t.forward, self, None, is_leaf=lambda x: x is None
-        )
+        return eqx.tree_at(lambda t: t.forward, self, None, is_leaf=lambda x: x is None)
 
 
 def n_rows_leaf(n: int | np.integer | Int[Array, ""]) -> Int[Array, ""]:
@@ -588,7 +585,10 @@ class Objective(AbstractTerm, strict=True):
 
         **Returns:** the objective `Σ_i w_i T_i(I)` (offset as configured).
         """
-        vals = jnp.stack(self.values(image))
+        return self._total(self.values(image))
+
+    def _total(self, values: tuple[Scalar, ...]) -> Scalar:
+        vals = jnp.stack(values)
         if self.chi2_offset:
             vals = vals - asarray(self.is_data_term, vals.dtype)
         return jnp.sum(self.weights.astype(vals.dtype) * vals)
@@ -602,6 +602,17 @@ class Objective(AbstractTerm, strict=True):
         penalty, unweighted and without the offset.
         """
         return dict(zip(self.names, self.values(image)))
+
+    def value_and_report(self, image: ImageLike) -> tuple[Scalar, dict[str, Scalar]]:
+        """`(objective(image), objective.report(image))` from one evaluation of the
+        terms: for `jax.value_and_grad(..., has_aux=True)` in a training loop that
+        logs the terms ([`eqmodels.solve`][] uses it so that its program holds one
+        copy of the objective, not a second for the final report).
+
+        **Arguments:** `image`, an `(ny, nx)` array or an image model.
+        """
+        values = self.values(image)
+        return self._total(values), dict(zip(self.names, values))
 
     @property
     def is_data_term(self) -> np.ndarray:
@@ -637,7 +648,9 @@ def _share(terms: list[AbstractTerm], groups: list[SharedForward]):
         forward, wrapping = t._sharing()
         key = share_key(forward)
         if key is not None:
-            buckets.setdefault((key, wrapping), []).append((raw_source(forward, i), None))
+            buckets.setdefault((key, wrapping), []).append(
+                (raw_source(forward, i), None)
+            )
     for (_, wrapping), sources in buckets.items():
         if len(sources) == 1 and sources[0][1] is not None:
             out.append(sources[0][1])  # an existing group, nothing new to join
