@@ -104,7 +104,11 @@ class StationGains(eqx.Module, strict=True):
             slot_interval = si
         if is_concrete(bounds):
             b = np.asarray(bounds, np.float64)
-            if b.shape != (k, 2) or not np.all(np.isfinite(b)) or np.any(b[:, 1] < b[:, 0]):
+            if (
+                b.shape != (k, 2)
+                or not np.all(np.isfinite(b))
+                or np.any(b[:, 1] < b[:, 0])
+            ):
                 raise ValueError(
                     f"`bounds` must be finite `[start, end]` pairs (hours, start <= "
                     f"end), shape ({k}, 2), got {np.shape(bounds)}."
@@ -182,18 +186,34 @@ class StationGains(eqx.Module, strict=True):
         **Returns:** the complex factor, shape `points`. A leg with an unknown
         station or time slot (`-1`) gets factor 1.
         """
-        stations = asarray(stations)
+        # Concrete inputs (calibrating a data set) are looked up on the host:
+        # eager device operations would compile a program per new shape.
+        host = all(
+            is_concrete(x)
+            for x in (
+                self.log_amp,
+                self.phase,
+                self.slot_interval,
+                stations,
+                time_index,
+            )
+        )
+        xp = np if host else jnp
+        stations = xp.asarray(stations)
         points = stations.shape[:-1]
-        t = asarray(time_index).reshape(points[:1] + (1,) * (len(points) - 1))
-        t = jnp.broadcast_to(t, points)
+        t = xp.asarray(time_index).reshape(points[:1] + (1,) * (len(points) - 1))
+        t = xp.broadcast_to(t, points)
         a, b = stations[..., 0], stations[..., 1]
         known = (a >= 0) & (b >= 0) & (t >= 0)
-        k = self.slot_interval[jnp.where(t >= 0, t, 0)]
-        a, b = jnp.where(a >= 0, a, 0), jnp.where(b >= 0, b, 0)
-        la = self.log_amp[k, a] + self.log_amp[k, b]
-        ph = self.phase[k, a] - self.phase[k, b]
-        zero = jnp.zeros((), la.dtype)
-        la, ph = jnp.where(known, la, zero), jnp.where(known, ph, zero)
+        log_amp, phase = xp.asarray(self.log_amp), xp.asarray(self.phase)
+        k = xp.asarray(self.slot_interval)[xp.where(t >= 0, t, 0)]
+        a, b = xp.where(a >= 0, a, 0), xp.where(b >= 0, b, 0)
+        la = log_amp[k, a] + log_amp[k, b]
+        ph = phase[k, a] - phase[k, b]
+        zero = xp.zeros((), la.dtype)
+        la, ph = xp.where(known, la, zero), xp.where(known, ph, zero)
+        if host:
+            return asarray(np.exp(la) * (np.cos(ph) + 1j * np.sin(ph)))
         return jnp.exp(jax.lax.complex(la, ph))
 
     def apply(
@@ -230,11 +250,14 @@ class StationGains(eqx.Module, strict=True):
             self.station_names.index(s) if s in self.station_names else -1
             for s in data.station_names
         ]
-        cols_arr = asarray(np.maximum(cols, 0))
-        known = asarray(np.asarray(cols) >= 0)[None, :]
-        zero = jnp.zeros((), self.log_amp.dtype)
-        la = jnp.where(known, self.log_amp[:, cols_arr], zero)
-        ph = jnp.where(known, self.phase[:, cols_arr], zero)
+        cols_arr = np.maximum(cols, 0)
+        known = (np.asarray(cols) >= 0)[None, :]
+        # On the host when concrete (no eager device programs), as `factor`.
+        xp = np if is_concrete(self.log_amp) and is_concrete(self.phase) else jnp
+        log_amp, phase = xp.asarray(self.log_amp), xp.asarray(self.phase)
+        zero = xp.zeros((), log_amp.dtype)
+        la = xp.where(known, log_amp[:, cols_arr], zero)
+        ph = xp.where(known, phase[:, cols_arr], zero)
         return StationGains(la, ph, slot, bounds, data.station_names)
 
     def _row_factor(self, data: VisData) -> np.ndarray:

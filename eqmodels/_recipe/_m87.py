@@ -155,9 +155,20 @@ def initial_image(grid: ImageGrid, zbl: float = ZBL) -> np.ndarray:
     """The prior and first image: a circular Gaussian of 40 µas FWHM and `zbl` Jy,
     plus a 1e-3 copy offset by one FWHM in both axes (breaks the symmetry)."""
     fwhm = uas_to_rad(PRIOR_FWHM_UAS)
-    g = np.asarray(GaussianImage(grid, zbl, fwhm)())
-    g2 = np.asarray(GaussianImage(grid, zbl * 1e-3, fwhm, x0=fwhm, y0=fwhm)())
-    return g + g2
+    g, g2 = _render(
+        (
+            GaussianImage(grid, zbl, fwhm),
+            GaussianImage(grid, zbl * 1e-3, fwhm, x0=fwhm, y0=fwhm),
+        )
+    )
+    return np.asarray(g) + np.asarray(g2)
+
+
+@eqx.filter_jit
+def _render(models):
+    """The images of `models`, in one program (not one eager program per
+    operation and shape)."""
+    return tuple(m() for m in models)
 
 
 def selfcal_per_band(data: VisData, image, grid, *, fit_on=None, **kwargs) -> VisData:
@@ -217,14 +228,14 @@ def round_objective(
     return Objective(terms, w, chi2_offset=True)
 
 
-@eqx.filter_jit
-def _evaluate(objective, image):
-    return objective(image), objective.values(image)
+_value_and_report = eqx.filter_jit(
+    lambda objective, image: objective.value_and_report(image)
+)
 
 
 def _report(objective, image):
-    value, values = _evaluate(objective, image)
-    return float(value), {k: float(v) for k, v in zip(objective.names, values)}
+    value, report = _value_and_report(objective, image)
+    return float(value), {k: float(report[k]) for k in objective.names}
 
 
 # ------------------------------------------------------------------ the recipe
