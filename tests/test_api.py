@@ -3,9 +3,12 @@ else), `help(eqmodels)` shows each, no stray module names leak, and every public
 name has an entry in the API reference of the docs."""
 
 import inspect
+import os
 import pathlib
 import pydoc
 import re
+import subprocess
+import sys
 
 import eqmodels as em
 
@@ -46,3 +49,25 @@ def test_every_public_name_is_in_the_api_reference():
     documented = set(re.findall(r"^::: eqmodels\.(\w+)", docs, flags=re.M))
     missing = sorted(set(em.__all__) - documented)
     assert not missing, f"add `::: eqmodels.NAME` entries to docs/ for {missing}"
+
+
+def test_import_starts_no_backend():
+    """`import eqmodels` leaves JAX's configuration open: a user can still ask for
+    one CPU device per core (or another platform) afterwards."""
+    code = (
+        "import jax, eqmodels as em\n"
+        "jax.config.update('jax_num_cpu_devices', 3)\n"
+        "assert len(jax.devices('cpu')) == 3, jax.devices('cpu')\n"
+        "assert em.EHT2017.xyz.shape == (8, 3)\n"
+    )
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("XLA_FLAGS", None)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]

@@ -2,9 +2,7 @@
 
 import equinox as eqx
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
-
-from .._numerics import asarray
+from jaxtyping import ArrayLike, Float
 
 
 class StationTable(eqx.Module, strict=True):
@@ -14,13 +12,13 @@ class StationTable(eqx.Module, strict=True):
     Positions are geocentric `(X, Y, Z)` in metres (X toward the Greenwich
     meridian on the equator, Z toward the north pole); SEFDs in Jy (per
     polarisation, at the observing frequency); `el_min` is each station's
-    elevation limit in degrees.
+    elevation limit in degrees. The arrays are host (numpy, float64) arrays.
     """
 
     names: tuple[str, ...] = eqx.field(static=True)
-    xyz: Float[Array, "n_st 3"]
-    sefd: Float[Array, " n_st"]
-    el_min: Float[Array, " n_st"]
+    xyz: Float[np.ndarray, "n_st 3"]
+    sefd: Float[np.ndarray, " n_st"]
+    el_min: Float[np.ndarray, " n_st"]
 
     def __init__(
         self,
@@ -59,9 +57,11 @@ class StationTable(eqx.Module, strict=True):
         if not np.all(np.isfinite(el_min) & (el_min >= -90) & (el_min < 90)):
             raise ValueError("`el_min` must be an elevation in degrees in [-90, 90).")
         self.names = names
-        self.xyz = asarray(xyz)
-        self.sefd = asarray(np.array(sefd))
-        self.el_min = asarray(np.array(el_min))
+        # Host metadata (numpy float64): building the shipped table at import
+        # does not start a JAX backend.
+        self.xyz = np.array(xyz)
+        self.sefd = np.array(sefd)
+        self.el_min = np.array(el_min)
 
     def __len__(self) -> int:
         return len(self.names)
