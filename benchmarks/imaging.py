@@ -21,6 +21,9 @@ Lanes, in the same run:
   `LBFGS(50, linesearch="zoom", max_linesearch_steps=40)` (scipy's settings):
   the median is over warm calls; compilation is the least of three cold first calls
   (caches cleared) minus that median (one with `--quick`).
+- **solve, XLA default codegen**: the default `solve`'s program compiled without
+  `eqmodels.compiler_options()` (XLA's default CPU code generation), for the
+  compile-time vs run-time trade of those options.
 - **solve, float32**: the default `solve` on the same objective and start cast to
   float32 (`float32_copy`: every float64 leaf to float32, complex128 to complex64);
   its final objective is evaluated in float64 for the comparison with scipy.
@@ -211,6 +214,16 @@ def main():
         fns[name] = lambda s=solver: em.solve(
             obj, model, s, max_steps=ITERS, ftol=0.0, gtol=0.0
         )
+    # The same solve compiled with XLA's default CPU code generation (eqmodels
+    # compiles its run-once programs with `em.compiler_options()`).
+    from eqmodels._solvers import _solve as S
+
+    plain_solve = eqx.filter_jit(S.solve_traced)
+    opts64 = S.make_options(ITERS, 0.0, 0.0, np.float64)
+    spec = jax.tree.map(eqx.is_inexact_array, model)
+    fns["solve LBFGS(backtracking, m=10), XLA default codegen"] = lambda: plain_solve(
+        obj, model, em.LBFGS(), opts64, spec, None
+    )
     obj32, model32 = float32_copy(obj), float32_copy(model)
     fns["solve LBFGS(backtracking, m=10), float32"] = lambda: em.solve(
         obj32, model32, em.LBFGS(), max_steps=ITERS, ftol=0.0, gtol=0.0
@@ -332,10 +345,7 @@ def main():
     checks = {
         "speedup ≥ 50× (float64)": default["speedup_vs_baseline"] >= 50,
         "speedup ≥ 50× (float32)": single["speedup_vs_baseline"] >= 50,
-        "compile ≤ 2 s": min(
-            r["compile_s"] for k, r in results.items() if k.startswith("solve")
-        )
-        <= 2,
+        "compile ≤ 2 s (the default solve)": default["compile_s"] <= 2,
         "warm process ≤ 30 % of cold": ratio <= 0.3,
         "final objective within 5 % of scipy (float64, float32)": max(
             abs(default["value_vs_baseline"]), abs(single["value_vs_baseline"])

@@ -36,6 +36,7 @@ except _metadata.PackageNotFoundError:  # running from a source tree
     __version__ = "0.0.0"
 
 # --- data products and I/O (issue 3) ---
+from ._compile import compiler_options as compiler_options
 from ._data._derived import (
     amplitudes as amplitudes,
     bispectra as bispectra,
@@ -202,6 +203,7 @@ __all__ = [
     "DeltaPulse",
     "DirectFT",
     "EHT2017",
+    "compiler_options",
     "enable_compilation_cache",
     "Flux",
     "GainAmplitudePrior",

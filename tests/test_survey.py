@@ -40,11 +40,12 @@ def test_survey_equals_single_solves(problem):
     # 6 configurations, 2 devices × 2 per chunk = 4: two chunks, the last padded.
     res = _survey(objectives, model, chunk_size=2)
     assert len(res) == 6 and res.computed_chunks == (0, 1)
-    # Batched matrix products round differently from single ones, and 40 L-BFGS
-    # steps carry the difference: agreement to 1e-9, not bit for bit.
+    # Batched matrix products round differently from single ones, `solve` is
+    # compiled with `em.compiler_options()` and `survey` with XLA's defaults, and 40
+    # L-BFGS steps carry the difference: agreement to 1e-9, not bit for bit.
     for i, s in enumerate(singles):
         assert_allclose(res.solutions.model.params[i], s.model.params, rtol=1e-9)
-        assert_allclose(res.solutions.value[i], s.value, rtol=1e-10)
+        assert_allclose(res.solutions.value[i], s.value, rtol=1e-9)
         assert int(res.solutions.steps[i]) == int(s.steps)
         assert_allclose(res[i].report["vis"], s.report["vis"], rtol=1e-9)
     # Ranked by χ² (the data terms' mean; here the one VisChi2).

@@ -18,12 +18,12 @@ the rows are padded to one length per interval (weight 0), and the steps are
 `jax.vmap`ped over intervals inside one compiled program.
 """
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike, Float
 
+from .._compile import run_once_jit
 from .._data._noise import check_fraction, debiased_amplitude
 from .._data._visdata import DEFAULT_SCAN_GAP_S, VisData
 from .._forward._direct import DirectFT
@@ -219,7 +219,7 @@ def _pad_to(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     return np.pad(x, [(0, shape[0] - x.shape[0]), (0, shape[1] - x.shape[1])])
 
 
-@eqx.filter_jit
+@run_once_jit
 def _solve(obs, mod, sinv, a1, a2, free, above, below, ref, fit, *, max_steps):
     # `fit` = (amplitudes free, phases free): traced, so the three methods share
     # one compiled program per problem shape.

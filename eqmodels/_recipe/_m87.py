@@ -8,10 +8,10 @@ import math
 import os
 import time
 
-import equinox as eqx
 import jax
 import numpy as np
 
+from .._compile import run_once_jit
 from .._data._derived import amplitudes, closure_phases, log_closure_amplitudes
 from .._data._noise import add_fractional_noise, add_systematic_noise
 from .._data._recipe_ops import (
@@ -164,7 +164,7 @@ def initial_image(grid: ImageGrid, zbl: float = ZBL) -> np.ndarray:
     return np.asarray(g) + np.asarray(g2)
 
 
-@eqx.filter_jit
+@run_once_jit
 def _render(models):
     """The images of `models`, in one program (not one eager program per
     operation and shape)."""
@@ -228,7 +228,7 @@ def round_objective(
     return Objective(terms, w, chi2_offset=True)
 
 
-_value_and_report = eqx.filter_jit(
+_value_and_report = run_once_jit(
     lambda objective, image: objective.value_and_report(image)
 )
 

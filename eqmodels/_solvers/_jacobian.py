@@ -18,6 +18,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Float, PyTree
 
+from .._compile import run_once_jit
 from .._validation import is_concrete
 from ._residuals import objective_residuals
 
@@ -187,7 +188,7 @@ def auto_chunk(objective, model, filter_spec, chunk_size, memory_budget) -> int:
     return resolve_chunk_size("auto", fn, x0, memory_budget, key)
 
 
-@eqx.filter_jit
+@run_once_jit
 def _jacobian_jit(objective, model, filter_spec, chunk):
     fn, x0, _ = flat_residual_fn(objective, model, filter_spec)
     return dense_jacobian(fn, x0, chunk)

@@ -10,12 +10,13 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 from jaxtyping import PyTree, Scalar
 
+from .._compile import run_once_jit
 from .._numerics import asarray
 from ._common import FTOL, GTOL, LINESEARCH, MAX_STEPS, NONFINITE
 from ._solve import check_objective, Solution
 
 
-@eqx.filter_jit
+@run_once_jit
 def _value_and_grad(x, unravel_static, objective):
     unravel, static = unravel_static
 
@@ -25,7 +26,7 @@ def _value_and_grad(x, unravel_static, objective):
     return jax.value_and_grad(f)(x)
 
 
-@eqx.filter_jit
+@run_once_jit
 def _report(model, objective):
     return dict(objective.report(model)) if hasattr(objective, "report") else {}
 

@@ -11,6 +11,7 @@ import optax
 from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Bool, Float, Int, PyTree, Scalar
 
+from .._compile import run_once_jit
 from .._numerics import asarray
 from .._terms._base import Objective
 from ._common import (
@@ -238,7 +239,7 @@ def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
     return x, k, reason, k + 1
 
 
-@eqx.filter_jit
+@run_once_jit
 def _solve_jit(objective, model, solver, opts, filter_spec, chunk):
     return solve_traced(objective, model, solver, opts, filter_spec, chunk)
 

@@ -1,0 +1,107 @@
+"""How eqmodels compiles its own run-once programs: XLA options that halve the
+CPU compilation time of a solve.
+
+On a CPU, XLA's default code generator for fused loops (its MLIR "fusion
+emitters") spends most of a solve's compilation in LLVM. Its older emitters
+compile the round-1 M87 solve in about half the time (2.1 → 1.0 s of XLA
+compilation, measured with `benchmarks/imaging.py`), and the compiled program runs
+about 4 % slower (more on batched programs, up to 14 %). A `solve` compiles once
+and runs for tens of milliseconds, so eqmodels compiles the programs that run
+once per problem (`solve`, `solve_scipy`, `self_calibrate`, the recipe) with the
+older emitters; `survey`, which runs its program many times, keeps XLA's default.
+
+Set `EQMODELS_FAST_COMPILE=0` to compile everything with XLA's defaults; an
+`xla_cpu_use_fusion_emitters` setting in `XLA_FLAGS` is left as the user set it.
+"""
+
+import functools
+import os
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+
+
+_FAST_COMPILE_CPU = {"xla_cpu_use_fusion_emitters": False}
+# jax versions on which the option is known to exist; others are probed once.
+_VERIFIED = ((0, 10),)
+_decision: list[tuple[tuple[str, Any], ...]] = []  # decided once per process
+
+
+def _enabled() -> bool:
+    if os.environ.get("EQMODELS_FAST_COMPILE", "1").strip().lower() in (
+        "0",
+        "false",
+        "no",
+        "off",
+    ):
+        return False
+    return "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", "")
+
+
+def _accepted(options: dict[str, Any]) -> bool:
+    """Whether this jaxlib's XLA knows `options` (a tiny compile, once)."""
+    if tuple(jax.__version_info__[:2]) in _VERIFIED:
+        return True
+    try:
+        jax.jit(lambda x: x, compiler_options=options).lower(
+            jax.ShapeDtypeStruct((), "float32")
+        ).compile()
+    except Exception:  # "No such compile option": a newer XLA dropped it
+        return False
+    return True
+
+
+def compiler_options() -> dict[str, Any]:
+    """The XLA compiler options eqmodels compiles its run-once programs with
+    (`solve`, `solve_scipy`, `self_calibrate`, the recipe).
+
+    On a CPU, `{"xla_cpu_use_fusion_emitters": False}`: XLA's older code generator
+    for fused loops, which compiles a solve in about half the time and runs it
+    about 4 % slower. Elsewhere (a GPU), or with `EQMODELS_FAST_COMPILE=0`, or when
+    `XLA_FLAGS` sets the option itself, `{}`.
+
+    Pass it to your own run-once programs for the same effect:
+    `eqx.filter_jit(fn, compiler_options=eqmodels.compiler_options())`.
+
+    **Returns:** a new dict (decided once per process, at the first call).
+    """
+    return dict(_options_key())
+
+
+def _options_key() -> tuple[tuple[str, Any], ...]:
+    if not _decision:
+        options = {}
+        if _enabled() and jax.default_backend() == "cpu":
+            if _accepted(_FAST_COMPILE_CPU):
+                options = dict(_FAST_COMPILE_CPU)
+        _decision.append(tuple(sorted(options.items())))
+    return _decision[0]
+
+
+class _RunOnceProgram:
+    """`eqx.filter_jit(fun)`, compiled with `eqmodels.compiler_options()` (decided
+    at the first call, when the backend is known: importing eqmodels starts none)."""
+
+    def __init__(self, fun: Callable):
+        self._fun = fun
+        self._jitted: dict[tuple, Callable] = {}
+        functools.update_wrapper(self, fun)
+
+    def _program(self) -> Callable:
+        key = _options_key()
+        program = self._jitted.get(key)
+        if program is None:
+            kwargs = {"compiler_options": dict(key)} if key else {}
+            program = self._jitted[key] = eqx.filter_jit(self._fun, **kwargs)
+        return program
+
+    def __call__(self, *args, **kwargs):
+        return self._program()(*args, **kwargs)
+
+
+def run_once_jit(fun: Callable) -> Callable:
+    """Decorator: `eqx.filter_jit` with `eqmodels.compiler_options()`, for
+    programs that are compiled once and run briefly (see the module docstring)."""
+    return _RunOnceProgram(fun)
