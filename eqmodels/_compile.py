@@ -1,14 +1,15 @@
-"""How eqmodels compiles its own run-once programs: XLA options that halve the
-CPU compilation time of a solve.
+"""How eqmodels compiles its own run-once programs: XLA options that cut the CPU
+compilation time of a solve.
 
 On a CPU, XLA's default code generator for fused loops (its MLIR "fusion
 emitters") spends most of a solve's compilation in LLVM. Its older emitters
-compile the round-1 M87 solve in about half the time (2.1 → 1.0 s of XLA
-compilation, measured with `benchmarks/imaging.py`), and the compiled program runs
-about 4 % slower (more on batched programs, up to 14 %). A `solve` compiles once
-and runs for tens of milliseconds, so eqmodels compiles the programs that run
-once per problem (`solve`, `solve_scipy`, `self_calibrate`, the recipe) with the
-older emitters; `survey`, which runs its program many times, keeps XLA's default.
+compile the round-1 M87 solve in about 0.6× the time, tracing included (1.5–1.8 s
+against 2.3–2.9 s in the same runs of `benchmarks/imaging.py`; XLA's own part
+about halves), and the compiled program runs about 4–8 % slower (batched programs
+lose more, up to 14 %). A `solve` compiles once and runs for tens of milliseconds,
+so eqmodels compiles the programs that run once per problem (`solve`,
+`solve_scipy`, `self_calibrate`, the recipe) with the older emitters; `survey`,
+which runs its program many times, keeps XLA's default.
 
 Set `EQMODELS_FAST_COMPILE=0` to compile everything with XLA's defaults; an
 `xla_cpu_use_fusion_emitters` setting in `XLA_FLAGS` is left as the user set it.
@@ -58,8 +59,8 @@ def compiler_options() -> dict[str, Any]:
     (`solve`, `solve_scipy`, `self_calibrate`, the recipe).
 
     On a CPU, `{"xla_cpu_use_fusion_emitters": False}`: XLA's older code generator
-    for fused loops, which compiles a solve in about half the time and runs it
-    about 4 % slower. Elsewhere (a GPU), or with `EQMODELS_FAST_COMPILE=0`, or when
+    for fused loops, which compiles the round-1 M87 solve in about 0.6× the time
+    and runs it about 4–8 % slower. Elsewhere (a GPU), or with `EQMODELS_FAST_COMPILE=0`, or when
     `XLA_FLAGS` sets the option itself, `{}`.
 
     Pass it to your own run-once programs for the same effect:
