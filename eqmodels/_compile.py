@@ -90,8 +90,7 @@ class _RunOnceProgram:
         self._jitted: dict[tuple, Callable] = {}
         functools.update_wrapper(self, fun)
 
-    def _program(self) -> Callable:
-        key = _options_key()
+    def _program(self, key: tuple) -> Callable:
         program = self._jitted.get(key)
         if program is None:
             kwargs = {"compiler_options": dict(key)} if key else {}
@@ -99,7 +98,18 @@ class _RunOnceProgram:
         return program
 
     def __call__(self, *args, **kwargs):
-        return self._program()(*args, **kwargs)
+        key = _options_key()
+        if key:
+            try:
+                return self._program(key)(*args, **kwargs)
+            except ValueError as e:
+                # Called inside a user's `jit` (or `eval_shape`, a loop body...):
+                # JAX accepts compiler options on top-level programs only, and
+                # refuses them when staging, before anything runs. The program
+                # is then part of the caller's, compiled with the caller's options.
+                if "compiler_options" not in str(e):
+                    raise
+        return self._program(())(*args, **kwargs)
 
 
 def run_once_jit(fun: Callable) -> Callable:

@@ -83,3 +83,29 @@ def test_solve_is_compiled_with_the_options_and_gives_the_same_result():
     assert_allclose(sol.model.params, plain.model.params, rtol=1e-10)
     assert_allclose(sol.value, plain.value, rtol=1e-12)
     assert int(sol.steps) == int(plain.steps) == 20
+
+
+def test_solve_inside_a_users_jit():
+    """JAX refuses compiler options on a program staged into another: inside a
+    user's `jit` (or `eval_shape`), `solve` becomes part of the caller's program."""
+    obj, model = _problem()
+    top = em.solve(obj, model, max_steps=10, ftol=0.0, gtol=0.0)
+
+    @eqx.filter_jit
+    def users_program(obj, model):
+        return em.solve(obj, model, max_steps=10, ftol=0.0, gtol=0.0).value
+
+    assert_allclose(users_program(obj, model), top.value, rtol=1e-12)
+    shape = eqx.filter_eval_shape(users_program, obj, model)
+    assert shape.shape == () and shape.dtype == top.value.dtype
+
+
+def test_other_errors_of_a_run_once_program_propagate():
+    def traced(x):
+        raise ValueError("boom")
+
+    program = _compile.run_once_jit(traced)
+    with pytest.raises(ValueError, match="boom"):
+        program(np.ones(3))
+    with pytest.raises(ValueError, match="boom"):
+        eqx.filter_jit(lambda x: program(x))(np.ones(3))
