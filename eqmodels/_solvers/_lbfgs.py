@@ -87,9 +87,10 @@ def _add_pair(buf, sy_mat, yy_mat, head, s, y, good):
     m = sy_mat.shape[0]
     rows = jnp.where(good, jnp.stack([s, y]), 0.0)
     slot = jnp.where(good, head, m)
-    # One contiguous block (rows 2·slot and 2·slot + 1): a dynamic update slice,
-    # which every XLA CPU emitter writes in place (a scatter became a loop).
-    buf = jax.lax.dynamic_update_slice_in_dim(buf, rows, 2 * slot, axis=0)
+    # A scatter, not a dynamic update slice: with Explicit mesh axes (a sharded
+    # objective) `rows` carries the gradient's sharding and `buf` none, which a
+    # dynamic update slice refuses (`examples/sharded.py` covers it).
+    buf = buf.at[2 * slot + jnp.arange(2)].set(rows)
     # Two matrix-vector products (on a CPU, one product with a two-column matrix
     # is slower than the pair).
     with_y = jnp.matmul(buf, y, precision=_HIGHEST).reshape(m + 1, 2)[:m]
