@@ -8,8 +8,8 @@ against 2.3–2.9 s in the same runs of `benchmarks/imaging.py`; XLA's own part
 about halves), and the compiled program runs about 4–8 % slower (batched programs
 lose more, up to 14 %). A `solve` compiles once and runs for tens of milliseconds,
 so eqmodels compiles the programs that run once per problem (`solve`,
-`solve_scipy`, `self_calibrate`, the recipe) with the older emitters; `survey`,
-which runs its program many times, keeps XLA's default.
+`solve_scipy`, `residual_jacobian`, `self_calibrate`, the recipe) with the older
+emitters; `survey`, which runs its program many times, keeps XLA's default.
 
 Set `EQMODELS_FAST_COMPILE=0` to compile everything with XLA's defaults; an
 `xla_cpu_use_fusion_emitters` setting in `XLA_FLAGS` is left as the user set it.
@@ -56,7 +56,8 @@ def _accepted(options: dict[str, Any]) -> bool:
 
 def compiler_options() -> dict[str, Any]:
     """The XLA compiler options eqmodels compiles its run-once programs with
-    (`solve`, `solve_scipy`, `self_calibrate`, the recipe).
+    (`solve`, `solve_scipy`, `residual_jacobian`, `self_calibrate`, the
+    recipe).
 
     On a CPU, `{"xla_cpu_use_fusion_emitters": False}`: XLA's older code generator
     for fused loops, which compiles the round-1 M87 solve in about 0.6× the time
