@@ -117,13 +117,21 @@ def as_numpy(name: str, x) -> np.ndarray:
     return arr
 
 
+# Inputs that are images or model parameters, not rows of data.
+_IMAGE_LIKE = frozenset({"params", "image", "prior", "init"})
+
+
 def _check_finite(name: str, arr: np.ndarray, built: str) -> np.ndarray:
     bad = ~np.isfinite(arr)
     if bad.any():
         raise ValueError(
             f"`{name}` has {int(bad.sum())} non-finite value(s) (NaN or inf), first at "
-            f"index {_first(bad)}: drop or flag those rows before building the "
-            f"{built}."
+            f"index {_first(bad)}: "
+            + (
+                "images and parameters must be finite (start from a prior image)."
+                if name in _IMAGE_LIKE
+                else f"drop or flag those rows before building the {built}."
+            )
         )
     return arr
 

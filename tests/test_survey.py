@@ -68,6 +68,22 @@ def test_survey_on_one_device_and_uneven_split(problem):
         )
 
 
+def test_survey_of_configurations_that_are_all_the_same(problem):
+    """Nothing to stack (one configuration, or several identical ones): the batch
+    size is given to `vmap` explicitly, and every member equals the single solve."""
+    objectives, model, singles = problem
+    one = _survey(objectives[:1], model, devices=jax.devices()[:1])
+    assert len(one) == 1
+    assert_allclose(one.solutions.model.params[0], singles[0].model.params, rtol=1e-9)
+    same = _survey(objectives[:1] * 3, model, chunk_size="auto")
+    assert len(same) == 3
+    for i in range(3):
+        assert_allclose(
+            same.solutions.model.params[i], singles[0].model.params, rtol=1e-9
+        )
+        assert_allclose(same.solutions.value[i], singles[0].value, rtol=1e-9)
+
+
 def test_resume_after_an_interruption_recomputes_nothing(problem, tmp_path):
     objectives, model, singles = problem
 
@@ -126,8 +142,12 @@ def test_survey_killed_with_sigkill_resumes_and_cache_serves_second_process(
         assert_allclose(params[i], s.model.params, rtol=1e-9)
 
 
-def test_survey_errors(problem):
+def test_survey_errors(problem, tmp_path):
     objectives, model, _ = problem
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    with pytest.raises(ValueError, match="`checkpoint`.*is a file"):
+        em.survey(objectives, model, checkpoint=a_file)
     with pytest.raises(ValueError, match="`objectives`"):
         em.survey([], model)
     with pytest.raises(ValueError, match="`model`"):

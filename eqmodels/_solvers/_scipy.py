@@ -13,7 +13,7 @@ from jaxtyping import PyTree, Scalar
 from .._compile import run_once_jit
 from .._numerics import asarray
 from ._common import FTOL, GTOL, LINESEARCH, MAX_STEPS, NONFINITE
-from ._solve import check_objective, Solution
+from ._solve import check_objective, check_tolerance, Solution
 
 
 @run_once_jit
@@ -71,6 +71,8 @@ def solve_scipy(
     for name, val in (("max_steps", max_steps), ("maxcor", maxcor), ("maxls", maxls)):
         if isinstance(val, bool) or not isinstance(val, int | np.integer) or val < 1:
             raise ValueError(f"`{name}` must be an int ≥ 1, got {val!r}.")
+    check_tolerance("ftol", ftol)
+    check_tolerance("gtol", gtol)
     p, static = eqx.partition(model, params)
     x0, unravel = ravel_pytree(p)
     dtype = x0.dtype

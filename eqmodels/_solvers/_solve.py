@@ -315,11 +315,21 @@ def solve_traced(
     )
 
 
+def check_tolerance(name: str, val) -> None:
+    """A stopping tolerance: a real scalar, finite and ≥ 0 (when not traced)."""
+    if isinstance(val, bool) or not isinstance(val, int | float | np.number):
+        if not (hasattr(val, "shape") and np.ndim(val) == 0):
+            raise TypeError(f"`{name}` must be a real scalar, got {val!r}.")
+    if not isinstance(val, jax.core.Tracer) and not (np.isfinite(val) and val >= 0):
+        raise ValueError(
+            f"`{name}` must be a finite number ≥ 0 (0 turns that test off), got "
+            f"{val!r}."
+        )
+
+
 def make_options(max_steps, ftol, gtol, dtype) -> _Options:
-    for name, val in (("ftol", ftol), ("gtol", gtol)):
-        if isinstance(val, bool) or not isinstance(val, int | float | np.number):
-            if not (hasattr(val, "shape") and np.ndim(val) == 0):
-                raise TypeError(f"`{name}` must be a real scalar, got {val!r}.")
+    check_tolerance("ftol", ftol)
+    check_tolerance("gtol", gtol)
     if isinstance(max_steps, bool) or not (
         isinstance(max_steps, int | np.integer)
         or (

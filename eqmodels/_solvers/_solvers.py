@@ -17,6 +17,7 @@ import optax
 from jaxtyping import Array, ArrayLike, Float
 
 from .._numerics import asarray
+from .._validation import is_concrete
 from ._jacobian import check_chunk_size, check_memory_budget, DEFAULT_MEMORY_BUDGET
 
 
@@ -49,6 +50,23 @@ def _positive_int(name, value, minimum=1):
     ):
         raise ValueError(f"`{name}` must be an int ≥ {minimum}, got {value!r}.")
     return int(value)
+
+
+def _real(name, value, *, low=0.0, high=None, low_open=False, high_open=True):
+    """`value` as a float, checked to be a real number in the interval from `low` to
+    `high` (open or closed at each end; `high=None`: no upper bound)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+        raise TypeError(f"`{name}` must be a real number, got {value!r}.")
+    v = float(value)
+    above = v > low if low_open else v >= low
+    below = high is None or (v < high if high_open else v <= high)
+    if not (np.isfinite(v) and above and below):
+        lo = f"{'(' if low_open else '['}{low:g}"
+        hi = "inf)" if high is None else f"{high:g}{')' if high_open else ']'}"
+        raise ValueError(
+            f"`{name}` must be a finite number in {lo}, {hi}, got {value!r}."
+        )
+    return v
 
 
 class LBFGS(AbstractGradientSolver, strict=True):
@@ -137,8 +155,13 @@ class Adam(AbstractGradientSolver, strict=True):
                 raise ValueError(
                     f"`learning_rate` must be a real scalar, got {learning_rate!r}."
                 )
+        if is_concrete(lr) and not (np.isfinite(lr) and lr > 0):
+            raise ValueError(
+                f"`learning_rate` must be a finite number > 0, got {learning_rate!r}."
+            )
         self.learning_rate = lr
-        self.b1, self.b2 = float(b1), float(b2)
+        self.b1 = _real("b1", b1, high=1.0)
+        self.b2 = _real("b2", b2, high=1.0)
 
     def transformation(self) -> optax.GradientTransformation:
         return optax.adam(self.learning_rate, b1=self.b1, b2=self.b2)
@@ -219,7 +242,7 @@ class GaussNewton(AbstractLeastSquaresSolver, strict=True):
         """
         self.chunk_size = _check_ls(chunk_size, memory_budget)
         self.memory_budget = float(memory_budget)
-        self.jitter = float(jitter)
+        self.jitter = _real("jitter", jitter)
 
 
 class LevenbergMarquardt(AbstractLeastSquaresSolver, strict=True):
@@ -246,9 +269,7 @@ class LevenbergMarquardt(AbstractLeastSquaresSolver, strict=True):
         """
         self.chunk_size = _check_ls(chunk_size, memory_budget)
         self.memory_budget = float(memory_budget)
-        if not damping > 0:
-            raise ValueError(f"`damping` must be > 0, got {damping!r}.")
-        self.damping = float(damping)
+        self.damping = _real("damping", damping, low_open=True)
 
 
 _NAMED = {

@@ -183,14 +183,17 @@ def _fingerprint(shared, stacked, solver, opts_record) -> str:
 
 
 @eqx.filter_jit
-def _run_chunk(shared, batched, solver, opts, filter_spec, jac_chunk):
+def _run_chunk(shared, batched, size, solver, opts, filter_spec, jac_chunk):
+    # `size` (static): the batch, given explicitly because nothing may be stacked
+    # (configurations that are all the same: every member is then one solve,
+    # broadcast).
     def one(b):
         objective, model = eqx.combine(b, shared)
         return solve_traced(
             objective, model, solver, opts, filter_spec, jac_chunk, _VMAP_AXIS
         )
 
-    return jax.vmap(one, axis_name=_VMAP_AXIS)(batched)
+    return jax.vmap(one, axis_name=_VMAP_AXIS, axis_size=size)(batched)
 
 
 def _progress(total: int, enabled: bool):
@@ -351,6 +354,11 @@ def survey(
     }
     if checkpoint is not None:
         folder = pathlib.Path(checkpoint)
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(
+                f"`checkpoint` {str(folder)!r} is a file: pass a folder (it is created "
+                "if missing)."
+            )
         folder.mkdir(parents=True, exist_ok=True)
         meta = {
             "n_configurations": n,
@@ -372,7 +380,7 @@ def survey(
 
     # The structure of one chunk's result (no compilation).
     out_shape = eqx.filter_eval_shape(
-        _run_chunk, shared_dev, chunk_inputs(0), solver, opts, params, jac_chunk
+        _run_chunk, shared_dev, chunk_inputs(0), batch, solver, opts, params, jac_chunk
     )
     out_leaves_shape, out_def = jax.tree.flatten(out_shape)
 
@@ -388,7 +396,7 @@ def survey(
             loaded.append(i)
         else:
             sol = _run_chunk(
-                shared_dev, chunk_inputs(i), solver, opts, params, jac_chunk
+                shared_dev, chunk_inputs(i), batch, solver, opts, params, jac_chunk
             )
             leaves = [np.asarray(x)[:real] for x in jax.tree.leaves(sol)]
             if path is not None:
@@ -429,8 +437,8 @@ def _auto_chunk(shared_dev, stacked, rows, n_dev, per_device, budget, rest) -> i
     `budget` bytes per device."""
     dyn, static = eqx.partition(shared_dev, eqx.is_array)
 
-    def run(d, b):
-        return _run_chunk(eqx.combine(d, static), b, *rest)
+    def run(d, b, size):
+        return _run_chunk(eqx.combine(d, static), b, size, *rest)
 
     def temp(c):
         abstract = jax.tree.map(
@@ -439,7 +447,12 @@ def _auto_chunk(shared_dev, stacked, rows, n_dev, per_device, budget, rest) -> i
             ),
             stacked,
         )
-        analysis = jax.jit(run).lower(dyn, abstract).compile().memory_analysis()
+        analysis = (
+            jax.jit(run, static_argnums=2)
+            .lower(dyn, abstract, c * n_dev)
+            .compile()
+            .memory_analysis()
+        )
         if analysis is None:
             return None
         return analysis.temp_size_in_bytes + analysis.output_size_in_bytes
