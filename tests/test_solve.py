@@ -152,6 +152,12 @@ def test_max_steps_and_reasons():
     assert_allclose(sol.value, obj(start()))
     sol = em.solve(obj, start(), max_steps=500, gtol=1e-6, ftol=0.0)
     assert sol.reason == "gtol" and bool(sol.converged)
+    # A step that increases the objective (Adam with too large a rate) is not
+    # convergence by `ftol`, whatever `ftol` is.
+    for ftol in (0.0, 1e-3):
+        sol = em.solve(obj, start(), em.Adam(5.0), max_steps=6, ftol=ftol)
+        assert float(sol.value) > float(obj(start()))
+        assert sol.reason == "max_steps" and not bool(sol.converged)
 
 
 @pytest.mark.parametrize("solver", ["lbfgs"])
@@ -211,6 +217,11 @@ class _Bare(em.AbstractSolver):
         (lambda: em.solve(_term(), start(), 3), TypeError, "solver"),
         (lambda: em.solve(_term(), start(), max_steps=-1), ValueError, "`max_steps`"),
         (lambda: em.solve(_term(), start(), max_steps=2.5), TypeError, "max_steps"),
+        (
+            lambda: em.solve(_term(), start(), max_steps=2**31),
+            ValueError,
+            "`max_steps`",
+        ),
         (lambda: em.solve(_term(), start(), ftol="x"), TypeError, "ftol"),
         (lambda: em.solve("chi2", start()), TypeError, "objective"),
         (
@@ -336,3 +347,20 @@ def test_lbfgs_matrix_two_loop_equals_the_textbook_recursion(n_pairs):
     got = _lbfgs._two_loop(jnp.asarray(g), buf, sy_mat, yy_mat, rho, head, count)
     want = _numpy_two_loop(g, pairs[-m:])
     assert_allclose(np.asarray(got), want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("solver", ["lbfgs", "lbfgs-zoom", "adam"])
+def test_float32_model_stays_float32(solver):
+    """A float32 model and objective under x64: every gradient solver keeps float32
+    (optax's zoom line search forms float64 trial points; they are cast back)."""
+    term = em.VisChi2(
+        em.DirectFT(GRID, U, V, dtype=jnp.float32),
+        VIS.astype(np.complex64),
+        SIGMA.astype(np.float32),
+    )
+    model = em.PixelImage(
+        GRID, np.full(GRID.shape, 0.5, np.float32), transform="identity"
+    )
+    sol = em.solve(term, model, solver, max_steps=10)
+    assert sol.model.params.dtype == np.float32
+    assert float(sol.value) < 0.5 * float(term(model()))

@@ -9,9 +9,11 @@ import signal
 import subprocess
 import sys
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import eqmodels as em
@@ -32,7 +34,9 @@ def problem():
 def _survey(objectives, model, **kw):
     kw.setdefault("chunk_size", 1)
     kw.setdefault("devices", jax.devices()[:2])
-    return em.survey(objectives, model, SOLVER, max_steps=MAX_STEPS, **kw)
+    kw.setdefault("solver", SOLVER)
+    kw.setdefault("max_steps", MAX_STEPS)
+    return em.survey(objectives, model, **kw)
 
 
 def test_survey_equals_single_solves(problem):
@@ -72,7 +76,9 @@ def test_survey_of_configurations_that_are_all_the_same(problem):
     """Nothing to stack (one configuration, or several identical ones): the batch
     size is given to `vmap` explicitly, and every member equals the single solve."""
     objectives, model, singles = problem
-    one = _survey(objectives[:1], model, devices=jax.devices()[:1])
+    one = _survey(
+        objectives[:1], model, devices=jax.devices()[:1], chunk_size=np.int64(1)
+    )
     assert len(one) == 1
     assert_allclose(one.solutions.model.params[0], singles[0].model.params, rtol=1e-9)
     same = _survey(objectives[:1] * 3, model, chunk_size="auto")
@@ -82,6 +88,84 @@ def test_survey_of_configurations_that_are_all_the_same(problem):
             same.solutions.model.params[i], singles[0].model.params, rtol=1e-9
         )
         assert_allclose(same.solutions.value[i], singles[0].value, rtol=1e-9)
+
+
+def test_survey_over_solver_settings_equals_single_solves(problem):
+    """One solver per configuration: a survey over Adam's learning rate."""
+    objectives, model, _ = problem
+    rates = [0.005, 0.02, 0.05]
+    res = _survey(objectives[:1] * 3, model, solver=[em.Adam(r) for r in rates])
+    for i, r in enumerate(rates):
+        s = em.solve(objectives[0], model, em.Adam(r), max_steps=MAX_STEPS)
+        assert_allclose(res.solutions.model.params[i], s.model.params, rtol=1e-9)
+    with pytest.raises(ValueError, match="`solver` has 2 entries"):
+        _survey(objectives[:3], model, solver=[em.Adam(0.1)] * 2)
+    with pytest.raises(ValueError, match="differs in structure.*`memory_size`"):
+        _survey(objectives[:2], model, solver=[em.LBFGS(5), em.LBFGS(6)])
+
+
+class _Field(em.AbstractImageModel):
+    """A neural field: an `eqx.nn.MLP` (whose activation functions are non-array
+    leaves) evaluated at the pixel centres."""
+
+    grid: em.ImageGrid
+    mlp: eqx.nn.MLP
+
+    def __call__(self):
+        xx, yy = self.grid.coords()
+        pts = jnp.stack([xx.ravel(), yy.ravel()], -1) / self.grid.psize
+        return jax.vmap(self.mlp)(pts).reshape(self.grid.shape)
+
+
+def test_survey_of_a_model_with_non_array_leaves(problem, tmp_path):
+    objectives, _, _ = problem
+    mlp = eqx.nn.MLP(
+        2, "scalar", 4, 1, final_activation=jax.nn.softplus, key=jax.random.key(0)
+    )
+    field = _Field(GRID, mlp)
+    res = _survey(objectives[:2], field, max_steps=5, checkpoint=tmp_path)
+    assert res.solutions.model.mlp.activation is mlp.activation
+    for i in range(2):
+        s = em.solve(objectives[i], field, SOLVER, max_steps=5)
+        assert_allclose(res[i].model(), s.model(), rtol=1e-9)
+    again = _survey(objectives[:2], field, max_steps=5, checkpoint=tmp_path)
+    assert again.computed_chunks == () and again.loaded_chunks == (0,)
+    assert_allclose(again[1].model(), res[1].model(), rtol=0)
+    # Another choice of parameters (the weight matrices only): another survey.
+    with pytest.raises(ValueError, match="holds another survey"):
+        _survey(
+            objectives[:2],
+            field,
+            max_steps=5,
+            checkpoint=tmp_path,
+            params=lambda x: eqx.is_inexact_array(x) and x.ndim == 2,
+        )
+
+
+def test_checkpoint_fingerprint_sees_solver_settings_and_params(problem, tmp_path):
+    """A folder written with other solver settings (array fields, an optax
+    closure's constants) or another choice of parameters is refused, not read."""
+    objectives, model, _ = problem
+    cases = [
+        (em.Adam(0.01), em.Adam(0.5), eqx.is_inexact_array),
+        (
+            em.OptaxSolver(optax.adam(0.01)),
+            em.OptaxSolver(optax.adam(0.5)),
+            eqx.is_inexact_array,
+        ),
+    ]
+    for k, (first, other, params) in enumerate(cases):
+        folder = tmp_path / str(k)
+        kw = dict(solver=first, max_steps=3, checkpoint=folder)
+        _survey(objectives[:2], model, **kw)
+        # The same settings, built again: read back.
+        rebuilt = {em.Adam: lambda: em.Adam(0.01)}.get(type(first))
+        if rebuilt is None:
+            rebuilt = lambda: em.OptaxSolver(optax.adam(0.01))  # noqa: E731
+        again = _survey(objectives[:2], model, **{**kw, "solver": rebuilt()})
+        assert again.computed_chunks == ()
+        with pytest.raises(ValueError, match="holds another survey"):
+            _survey(objectives[:2], model, **{**kw, "solver": other})
 
 
 def test_resume_after_an_interruption_recomputes_nothing(problem, tmp_path):

@@ -12,10 +12,11 @@ RUNNING, MAX_STEPS, GTOL, FTOL, NONFINITE, LINESEARCH = -1, 0, 1, 2, 3, 4
 def stop_reason(f, fprev, g_inf, ftol, gtol):
     """The stop code after a step (scipy's L-BFGS-B criteria): non-finite value or
     gradient, largest gradient component ≤ `gtol`, or relative decrease
-    `(fprev − f) ≤ ftol · max(|f|, |fprev|, 1)`."""
+    `0 ≤ (fprev − f) ≤ ftol · max(|f|, |fprev|, 1)`. An increase (Adam, Gauss-Newton
+    overshooting) is never convergence."""
     finite = jnp.isfinite(f) & jnp.isfinite(g_inf)
     denom = jnp.maximum(jnp.maximum(jnp.abs(f), jnp.abs(fprev)), 1.0)
-    small_f = (fprev - f) <= ftol * denom
+    small_f = (f <= fprev) & ((fprev - f) <= ftol * denom)
     return jnp.where(
         ~finite,
         NONFINITE,

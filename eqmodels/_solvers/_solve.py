@@ -287,8 +287,12 @@ def solve_traced(
         )
         final = eqx.combine(unravel(x), static)
     elif isinstance(solver, AbstractGradientSolver):
+        dtypes = jax.tree.map(lambda a: a.dtype, params)
 
         def fn(p):
+            # optax's zoom line search forms its trial points in the default float
+            # (float64 under x64): back to the parameters' own dtypes.
+            p = jax.tree.map(lambda a, dt: a.astype(dt), p, dtypes)
             return objective(eqx.combine(p, static))
 
         params, value, steps, reason, evals = _gradient_loop(
@@ -322,8 +326,8 @@ def check_tolerance(name: str, val) -> None:
             raise TypeError(f"`{name}` must be a real scalar, got {val!r}.")
     if not isinstance(val, jax.core.Tracer) and not (np.isfinite(val) and val >= 0):
         raise ValueError(
-            f"`{name}` must be a finite number ≥ 0 (0 turns that test off), got "
-            f"{val!r}."
+            f"`{name}` must be a finite number ≥ 0 (0: stop only when the test holds "
+            f"exactly), got {val!r}."
         )
 
 
@@ -337,8 +341,8 @@ def make_options(max_steps, ftol, gtol, dtype) -> _Options:
         )
     ):
         raise TypeError(f"`max_steps` must be an int ≥ 0, got {max_steps!r}.")
-    if isinstance(max_steps, int | np.integer) and max_steps < 0:
-        raise ValueError(f"`max_steps` must be ≥ 0, got {max_steps}.")
+    if isinstance(max_steps, int | np.integer) and not 0 <= max_steps < 2**31:
+        raise ValueError(f"`max_steps` must be in [0, 2**31 − 1], got {max_steps}.")
     return _Options(
         max_steps=_scalar(max_steps, np.int32),
         ftol=_scalar(ftol, dtype),
@@ -405,8 +409,8 @@ def solve(
       `"lbfgs"`, `"lbfgs-zoom"`, `"adam"`, `"gauss-newton"`,
       `"levenberg-marquardt"`.
     - `max_steps`: the most iterations.
-    - `ftol`: stop when `(f_prev − f) ≤ ftol · max(|f_prev|, |f|, 1)` (scipy's
-      L-BFGS-B criterion).
+    - `ftol`: stop when `0 ≤ f_prev − f ≤ ftol · max(|f_prev|, |f|, 1)` (scipy's
+      L-BFGS-B criterion; an increase never stops a solve).
     - `gtol`: stop when the largest gradient component is ≤ `gtol`.
     - `params`: which leaves of `model` are optimised (an `eqx.partition` filter);
       the others (a mask's indices, integer leaves) are held fixed.

@@ -128,7 +128,7 @@ class LBFGS(AbstractGradientSolver, strict=True):
 
 class Adam(AbstractGradientSolver, strict=True):
     """Adam (optax's `adam`). The learning rate is an array leaf: a new value does
-    not recompile, and a survey can batch over it."""
+    not recompile, and a survey can batch over it (one `Adam` per configuration)."""
 
     learning_rate: Float[Array, ""]
     b1: float = eqx.field(static=True)

@@ -1,11 +1,14 @@
 """`survey`: many reconstructions in one compiled program, chunked, split over
 devices, checkpointed chunk by chunk."""
 
+import functools
 import hashlib
 import json
 import os
 import pathlib
+import re
 import sys
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -62,7 +65,7 @@ class SurveyResult(eqx.Module, strict=True):
 
     def __getitem__(self, i: int) -> Solution:
         """The solution of configuration `i`."""
-        return jax.tree.map(lambda x: x[i], self.solutions)
+        return jax.tree.map(lambda x: x[i] if eqx.is_array(x) else x, self.solutions)
 
     def chi2(self, names: Sequence[str] | None = None) -> Float[Array, " n"]:
         """The mean χ² over data terms per configuration (over `names`, default all
@@ -121,7 +124,8 @@ def _split(trees: Sequence[PyTree]):
         if td != treedef:
             raise ValueError(
                 f"configuration {i} differs in structure from configuration 0 "
-                "(other terms, shapes or static options). A survey batches "
+                "(other terms, shapes or static options, e.g. a solver's "
+                "`memory_size`). A survey batches "
                 "configurations of one structure: pad data sets to one length "
                 "(zero-weight rows) and keep the same terms."
             )
@@ -165,35 +169,106 @@ def _same(a, b) -> bool:
         return False
 
 
-def _fingerprint(shared, stacked, solver, opts_record) -> str:
+def _fingerprint(shared, stacked, spec, opts_record) -> str:
+    """A digest of everything that decides a survey's results: the shared and
+    stacked configurations (objectives, models, solvers: array leaves by their
+    bytes, everything else by `_describe`), which model leaves are optimised
+    (`spec`), and the options."""
     h = hashlib.sha256()
-    for tree in (shared, stacked):
+    for tree in (shared, stacked, spec):
         leaves, treedef = jax.tree.flatten(tree)
-        h.update(str(treedef).encode())
+        h.update(_describe_structure(treedef).encode())
         for x in leaves:
             if eqx.is_array(x):
                 a = np.ascontiguousarray(np.asarray(x))
                 h.update(f"{a.shape}{a.dtype}".encode())
                 h.update(a.tobytes())
             else:
-                h.update(repr(x).encode())
-    h.update(repr(solver).encode())
+                h.update(_describe(x).encode())
     h.update(json.dumps(opts_record, sort_keys=True).encode())
     return h.hexdigest()
 
 
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _strip_addresses(text: str) -> str:
+    return _ADDRESS.sub("", text)
+
+
+def _describe(x, depth: int = 0, seen=None) -> str:
+    """A description of a non-array leaf that is the same in every process: a
+    function by its qualified name and, recursively, the values it closes over and
+    its defaults (an `optax.adam(0.01)` differs from an `optax.adam(0.5)` only
+    there), never by its memory address."""
+    seen = set() if seen is None else seen
+    if depth > 12 or id(x) in seen:
+        return "..."
+    if eqx.is_array(x) or isinstance(x, np.generic):
+        a = np.ascontiguousarray(np.asarray(x))
+        return f"array{a.shape}{a.dtype}:{hashlib.sha256(a.tobytes()).hexdigest()}"
+    if x is None or isinstance(x, bool | int | float | complex | str | bytes):
+        return repr(x)
+    seen = seen | {id(x)}
+    sub = lambda y: _describe(y, depth + 1, seen)  # noqa: E731
+    if isinstance(x, list | tuple):
+        return f"{type(x).__name__}(" + ",".join(sub(y) for y in x) + ")"
+    if isinstance(x, dict):
+        items = sorted((repr(k), sub(v)) for k, v in x.items())
+        return "dict(" + ",".join(f"{k}:{v}" for k, v in items) + ")"
+    if isinstance(x, functools.partial):
+        return f"partial({sub(x.func)},{sub(x.args)},{sub(x.keywords)})"
+    if isinstance(x, types.MethodType):
+        return f"method({sub(x.__func__)},{sub(x.__self__)})"
+    if isinstance(x, types.FunctionType):
+        cells = tuple(
+            c.cell_contents if _has_contents(c) else None for c in x.__closure__ or ()
+        )
+        name = f"{x.__module__}.{x.__qualname__}"
+        return f"function({name},{sub(cells)},{sub(x.__defaults__)})"
+    wrapped = getattr(x, "__wrapped__", None)  # jax.jit'ed functions
+    if wrapped is not None:
+        return f"{type(x).__name__}({sub(wrapped)})"
+    if isinstance(x, eqx.Module):
+        leaves, treedef = jax.tree.flatten(x)
+        return f"{_describe_structure(treedef)}({sub(tuple(leaves))})"
+    return _strip_addresses(repr(x))
+
+
+def _describe_structure(treedef) -> str:
+    """A tree structure with its nodes' static data (an Equinox module's static
+    fields: an `OptaxSolver`'s transformation) described by `_describe`."""
+    data = treedef.node_data()
+    if data is None:
+        return "*"
+    typ, aux = data
+    children = ",".join(_describe_structure(c) for c in treedef.children())
+    return f"{typ.__module__}.{typ.__qualname__}[{_describe(aux)}]({children})"
+
+
+def _has_contents(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:  # an empty cell
+        return False
+    return True
+
+
 @eqx.filter_jit
-def _run_chunk(shared, batched, size, solver, opts, filter_spec, jac_chunk):
+def _run_chunk(shared, batched, size, opts, filter_spec, jac_chunk):
     # `size` (static): the batch, given explicitly because nothing may be stacked
     # (configurations that are all the same: every member is then one solve,
-    # broadcast).
+    # broadcast). Non-array leaves of the result (a neural field's activation
+    # function) come back once, unbatched.
     def one(b):
-        objective, model = eqx.combine(b, shared)
+        objective, model, solver = eqx.combine(b, shared)
         return solve_traced(
             objective, model, solver, opts, filter_spec, jac_chunk, _VMAP_AXIS
         )
 
-    return jax.vmap(one, axis_name=_VMAP_AXIS, axis_size=size)(batched)
+    return eqx.filter_vmap(
+        one, axis_name=_VMAP_AXIS, axis_size=size, out_axes=eqx.if_array(0)
+    )(batched)
 
 
 def _progress(total: int, enabled: bool):
@@ -221,13 +296,16 @@ class _TextProgress:
 def survey(
     objectives: Sequence[Callable],
     model: PyTree | Sequence[PyTree],
-    solver: AbstractSolver | str | optax.GradientTransformation = "lbfgs",
+    solver: AbstractSolver
+    | str
+    | optax.GradientTransformation
+    | Sequence[AbstractSolver] = "lbfgs",
     *,
     max_steps: int = 100,
     ftol: float = 1e-10,
     gtol: float = 1e-10,
     params: Callable[[Any], bool] = eqx.is_inexact_array,
-    chunk_size: int | str | None = None,
+    chunk_size: int | np.integer | str | None = None,
     memory_budget: int | float = DEFAULT_MEMORY_BUDGET,
     devices: Sequence[jax.Device] | None = None,
     checkpoint: str | os.PathLike | None = None,
@@ -257,9 +335,12 @@ def survey(
     - `objectives`: a sequence of objectives (configurations), all of one
       structure.
     - `model`: the initial model, shared, or a sequence of one per configuration.
-    - `solver`, `max_steps`, `ftol`, `gtol`, `params`: as for [`eqmodels.solve`][].
+    - `solver`: as for [`eqmodels.solve`][], or a sequence of one solver per
+      configuration, all of one type and static settings, whose array fields may
+      differ (e.g. `[em.Adam(lr) for lr in rates]`: a survey over learning rates).
       The default, `LBFGS()` (backtracking line search), lets every member advance
       one evaluation at a time, independently.
+    - `max_steps`, `ftol`, `gtol`, `params`: as for [`eqmodels.solve`][].
     - `chunk_size`: configurations per device per chunk (default: all of them in
       one chunk, up to 64 per device), or `"auto"`: the largest chunk whose memory,
       modelled as `m0 + m1·chunk` from XLA's memory analysis of the chunk program
@@ -291,7 +372,16 @@ def survey(
             f"`model` has {len(models)} entries for {n} objectives: pass one model "
             "or one per configuration."
         )
-    solver = as_solver(solver)
+    if isinstance(solver, list | tuple) and not hasattr(solver, "_fields"):
+        solvers = [as_solver(x) for x in solver]  # (a NamedTuple is optax's)
+        if len(solvers) != n:
+            raise ValueError(
+                f"`solver` has {len(solvers)} entries for {n} objectives: pass one "
+                "solver or one per configuration."
+            )
+    else:
+        solvers = [as_solver(solver)] * n
+    solver = solvers[0]
     devices = list(jax.devices() if devices is None else devices)
     if not devices:
         raise ValueError("`devices` is empty.")
@@ -302,15 +392,17 @@ def survey(
     auto = isinstance(chunk_size, str) and chunk_size == "auto"
     if not auto and (
         isinstance(chunk_size, bool)
-        or not isinstance(chunk_size, int)
+        or not isinstance(chunk_size, int | np.integer)
         or chunk_size < 1
     ):
         raise ValueError(
             f"`chunk_size` must be a positive int or 'auto', got {chunk_size!r}."
         )
+    if not auto:
+        chunk_size = int(chunk_size)
     check_memory_budget(memory_budget)
 
-    shared, stacked = _split(list(zip(objectives, models)))
+    shared, stacked = _split(list(zip(objectives, models, solvers)))
     dtype = _param_dtype(models[0], params)
     opts = make_options(max_steps, ftol, gtol, dtype)
     jac_chunk = 0
@@ -334,7 +426,7 @@ def survey(
             n_dev,
             per_device,
             memory_budget,
-            (solver, opts, params, jac_chunk),
+            (opts, params, jac_chunk),
         )
     batch = chunk_size * n_dev
     n_chunks = -(-n // batch)
@@ -364,7 +456,9 @@ def survey(
             "n_configurations": n,
             "batch": batch,
             "n_chunks": n_chunks,
-            "fingerprint": _fingerprint(shared, stacked, solver, record),
+            "fingerprint": _fingerprint(
+                shared, stacked, jax.tree.map(params, models[0]), record
+            ),
         }
         meta_path = folder / "survey.json"
         if meta_path.exists():
@@ -380,9 +474,15 @@ def survey(
 
     # The structure of one chunk's result (no compilation).
     out_shape = eqx.filter_eval_shape(
-        _run_chunk, shared_dev, chunk_inputs(0), batch, solver, opts, params, jac_chunk
+        _run_chunk, shared_dev, chunk_inputs(0), batch, opts, params, jac_chunk
     )
-    out_leaves_shape, out_def = jax.tree.flatten(out_shape)
+    # Array leaves are batched and saved; the others come back as they are.
+    is_shape = lambda x: isinstance(x, jax.ShapeDtypeStruct)  # noqa: E731
+    out_arrays, out_static = eqx.partition(out_shape, is_shape)
+    out_leaves_shape, out_def = jax.tree.flatten(out_arrays)
+
+    def assemble(leaves):
+        return eqx.combine(jax.tree.unflatten(out_def, leaves), out_static)
 
     bar = _progress(n, progress)
     parts: list[list[np.ndarray]] = []
@@ -396,14 +496,15 @@ def survey(
             loaded.append(i)
         else:
             sol = _run_chunk(
-                shared_dev, chunk_inputs(i), batch, solver, opts, params, jac_chunk
+                shared_dev, chunk_inputs(i), batch, opts, params, jac_chunk
             )
+            sol = eqx.filter(sol, eqx.is_array)
             leaves = [np.asarray(x)[:real] for x in jax.tree.leaves(sol)]
             if path is not None:
                 _save_npz(path, leaves)
             computed.append(i)
             if callback is not None:
-                callback(i, jax.tree.unflatten(out_def, leaves))
+                callback(i, assemble(leaves))
         parts.append(leaves)
         if bar is not None:
             bar.update(real)
@@ -420,7 +521,7 @@ def survey(
         tuple(nm for nm, d in zip(names, is_data) if d) if is_data is not None else ()
     )
     return SurveyResult(
-        solutions=jax.tree.unflatten(out_def, joined),
+        solutions=assemble(joined),
         data_names=data_names,
         chunk_size=chunk_size,
         computed_chunks=tuple(computed),
