@@ -9,7 +9,14 @@ import pytest
 
 import eqmodels as em
 from tests.helpers import assert_allclose, ehtim_row_index, quiet
-from tests.test_gains import _pairs, GRID, random_gains, synthetic, truth_image
+from tests.test_gains import (
+    _pairs,
+    GRID,
+    NAMES,
+    random_gains,
+    synthetic,
+    truth_image,
+)
 
 
 def _factor(g, d):
@@ -93,6 +100,25 @@ def test_chosen_stations_interval_and_other_data(corrupted):
     assert_allclose(a.vis, b.vis, rtol=1e-13)
 
 
+def test_a_subset_of_stations_gets_its_phases_fitted(corrupted):
+    """Calibrating some stations, the others fixed at gain 1 (phase 0): those fix
+    the phase reference, so the calibrated stations' phases are fitted, not pinned
+    to a mean of 0 (the recipe's LMT-only step)."""
+    d, true, _ = corrupted
+    for chosen in (["LM"], ["LM", "JC"]):
+        idx = [NAMES.index(x) for x in chosen]
+        gains = np.ones(true.log_amp.shape, complex)
+        gains[:, idx] = np.asarray(true.complex_gains())[:, idx]
+        only = em.StationGains.from_data(d, "scan", gains=gains)
+        cal, g = em.self_calibrate(
+            only.corrupt(d), truth_image(), grid=GRID, stations=chosen, gain_tol=1.0
+        )
+        got = np.asarray(g.complex_gains())
+        assert np.max(np.abs(got[:, idx] / gains[:, idx] - 1)) < 0.01, chosen
+        resid = np.abs(np.asarray(cal.vis) - np.asarray(d.vis)) / np.asarray(d.sigma)
+        assert np.median(resid) < 3.0, chosen
+
+
 def test_bucketed_shapes_change_nothing(corrupted, monkeypatch):
     """The solve runs on shapes padded to buckets (so that a recipe's calls share
     compiled programs); the gains equal those of the unpadded solve."""
@@ -139,6 +165,8 @@ def test_self_calibrate_errors(corrupted):
         em.self_calibrate(bad, img[:4], grid=GRID)
     with pytest.raises(ValueError, match="gain_tol"):
         em.self_calibrate(bad, img, grid=GRID, gain_tol=-0.1)
+    with pytest.raises(ValueError, match="`image` has .* non-finite"):
+        em.self_calibrate(bad, np.full_like(img, np.nan), grid=GRID)
 
 
 # ------------------------------------------------------------ eht-imaging oracle
@@ -160,8 +188,10 @@ def m87(shared_data):
     return eh, obs, im, data, img, grid, idx
 
 
-@pytest.mark.parametrize("method, tol", [("both", (0.02, 0.2))])
-def test_matches_ehtim_selfcal(m87, method, tol):
+@pytest.mark.parametrize(
+    "method, tol, sites", [("both", (0.02, 0.2), None), ("both", (0.02, 0.2), ["LM"])]
+)
+def test_matches_ehtim_selfcal(m87, method, tol, sites):
     """The recipe's amplitude + phase self-calibration of M87 04-11 against a fixed
     image (`gain_tol=[0.02, 0.2]`, eht-imaging's default `solution_interval=0`: one
     solution per timestamp of the scan-averaged data). eht-imaging's BFGS (numerical
@@ -172,12 +202,24 @@ def test_matches_ehtim_selfcal(m87, method, tol):
     eh, obs, im, data, img, grid, idx = m87
     with quiet():
         out = eh.selfcal(
-            obs, im, method=method, gain_tol=list(tol), ttype="direct", processes=-1
+            obs,
+            im,
+            method=method,
+            gain_tol=list(tol),
+            ttype="direct",
+            processes=-1,
+            **({} if sites is None else {"sites": sites}),
         )
     theirs = (out.data["vis"] / obs.data["vis"])[idx]
     their_sigma = (out.data["sigma"] / obs.data["sigma"])[idx]
     cal, _ = em.self_calibrate(
-        data, img, grid=grid, method=method, gain_tol=tol, interval="timestamp"
+        data,
+        img,
+        grid=grid,
+        method=method,
+        gain_tol=tol,
+        interval="timestamp",
+        stations=sites,
     )
     ours = np.asarray(cal.vis) / np.asarray(data.vis)
     ours_sigma = np.asarray(cal.sigma) / np.asarray(data.sigma)
@@ -185,5 +227,7 @@ def test_matches_ehtim_selfcal(m87, method, tol):
     assert np.median(rel) < 1e-5
     assert np.max(rel) < 1e-4
     assert np.max(np.abs(ours_sigma / their_sigma - 1)) < 1e-4
-    # The corrections are far from trivial (|g| up to ~2, phases over ±π).
+    # The corrections are far from trivial (|g| up to ~2, phases over ±π; the
+    # LMT's phases alone too).
     assert np.max(np.abs(np.abs(ours) - 1)) > 0.5
+    assert np.max(np.abs(np.angle(ours))) > 1.0

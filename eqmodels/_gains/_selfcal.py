@@ -65,6 +65,12 @@ def _model_vis(data, image, grid, model_vis, pulse):
             )
     if not isinstance(grid, ImageGrid):
         raise TypeError(f"`grid` must be an ImageGrid, got {type(grid).__name__}.")
+    bad = ~np.isfinite(np.asarray(img))
+    if bad.any():
+        raise ValueError(
+            f"`image` has {int(bad.sum())} non-finite pixel(s) (NaN or inf): "
+            "self-calibrate against a finite model image."
+        )
     kw = {} if pulse is None else {"pulse": pulse}
     fwd = DirectFT(grid, data.u, data.v, **kw)
     if tuple(img.shape) != (grid.ny, grid.nx):
@@ -126,7 +132,11 @@ def self_calibrate(
     - `pad_amp`: fractional noise added to σ in the fit, `σ'² = σ² + (pad_amp |V|)²`.
     - `debias`: with `method="amp"`, fit the debiased amplitudes.
     - `phase_reference`: a station whose phase is 0 in every interval where it has
-      data (default: the mean phase of the calibrated stations is 0).
+      data (default: the mean phase of the calibrated stations is 0). Only where
+      every station present is calibrated: where a calibrated station shares a
+      baseline with one that is not (gain 1), that one sets the phase reference
+      and the calibrated phases are all fitted (`stations=["LM"]` fits the
+      LMT's phase).
     - `max_steps`: Levenberg-Marquardt steps per interval.
     - `pulse`: the pixel pulse of the transform (default triangle).
     - `scan_gap`: the gap (s) separating scans.
@@ -180,6 +190,11 @@ def self_calibrate(
     np.logical_or.at(present, (np.repeat(np.arange(n_int), rows.shape[1]), a1.reshape(-1)), live.reshape(-1))
     np.logical_or.at(present, (np.repeat(np.arange(n_int), rows.shape[1]), a2.reshape(-1)), live.reshape(-1))
     free = present & calibrated[None, :]
+    # An interval whose free stations share a live baseline with a fixed station
+    # (gain 1, phase 0) has no free overall phase: no gauge there. Only where every
+    # station present is calibrated do the data leave the phases' sum undetermined.
+    k = np.arange(n_int)[:, None]
+    anchored = np.any(live & (free[k, a1] != free[k, a2]), axis=1)
     # Padded to bucketed shapes (empty intervals with nothing free, dead rows with
     # weight 0: they change nothing), so that the calls of a recipe, whose interval
     # counts and lengths differ a little from band to band and round to round,
@@ -193,6 +208,7 @@ def self_calibrate(
         asarray(_pad_to(a1, shape)),
         asarray(_pad_to(a2, shape)),
         asarray(_pad_to(free, (shape[0], free.shape[1]))),
+        asarray(np.pad(anchored, (0, shape[0] - n_int))),
         asarray(above),
         asarray(below),
         asarray(ref),
@@ -220,22 +236,27 @@ def _pad_to(x: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
 
 
 @run_once_jit
-def _solve(obs, mod, sinv, a1, a2, free, above, below, ref, fit, *, max_steps):
+def _solve(
+    obs, mod, sinv, a1, a2, free, anchored, above, below, ref, fit, *, max_steps
+):
     # `fit` = (amplitudes free, phases free): traced, so the three methods share
     # one compiled program per problem shape.
     n_st = free.shape[1]
     fit_amp, fit_phase = fit[0], fit[1]
 
-    def one(obs, mod, sinv, a1, a2, free):
+    def one(obs, mod, sinv, a1, a2, free, anchored):
         free_p = jnp.concatenate(
             [free & fit_amp, free & fit_phase]
         ).astype(obs.real.dtype)
         has_ref = (ref >= 0) & free[jnp.maximum(ref, 0)]
+        # The gauge: which phases sum to 0 (none where a fixed station anchors
+        # the phases).
         ref_w = jnp.where(
             has_ref,
             jnp.zeros(n_st).at[jnp.maximum(ref, 0)].set(1.0),
             free / jnp.maximum(jnp.sum(free), 1),
-        ).astype(obs.real.dtype)
+        )
+        ref_w = jnp.where(anchored, 0.0, ref_w).astype(obs.real.dtype)
 
         def residuals(p):
             la, ph = p[:n_st], p[n_st:]
@@ -289,7 +310,7 @@ def _solve(obs, mod, sinv, a1, a2, free, above, below, ref, fit, *, max_steps):
         ph = p[n_st:] - (ref_w @ p[n_st:]) * (free & fit_phase)
         return p[:n_st], ph
 
-    return jax.vmap(one)(obs, mod, sinv, a1, a2, free)
+    return jax.vmap(one)(obs, mod, sinv, a1, a2, free, anchored)
 
 
 
