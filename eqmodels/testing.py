@@ -230,7 +230,8 @@ def check_grad_fd(
     """Check a gradient against central finite differences along random
     directions: `⟨∇f(x), d⟩ ≈ (f(x + h d) − f(x − h d)) / 2h`.
 
-    Directions are standard normal (seeded), the step `h = rel_step · max|x|`.
+    Directions are standard normal (seeded), the step `h = rel_step · max|x|`
+    (`rel_step` itself at `x = 0`).
     Central differences are accurate to `O(h²)` plus rounding `ε|f|/h`: the
     defaults, `rel_step = 1e-5` with `rtol = 1e-6` in float64 and `rel_step = 3e-3`
     with `rtol = 3e-2` in float32, suit smooth functions of well-scaled inputs.
@@ -266,7 +267,8 @@ def check_grad_fd(
         raise ValueError(f"`grad` has shape {g.shape} but `x` has shape {xj.shape}.")
     rng = np.random.default_rng(seed)
     dirs = [rng.standard_normal(xj.shape) for _ in range(n_directions)]
-    h = rel_step * max(float(jnp.max(jnp.abs(xj))), float(np.finfo(xj.dtype).tiny))
+    scale = float(jnp.max(jnp.abs(xj))) if xj.size else 0.0
+    h = rel_step * (scale if scale > 0 else 1.0)  # an absolute step at x = 0
     x_np = np.asarray(xj, np.float64)
     fd, ad = [], []
     for d in dirs:

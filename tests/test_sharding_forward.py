@@ -71,3 +71,26 @@ def test_nufft_built_inside_shard_map(mesh):
     ref_val, ref_grad = jax.value_and_grad(term)(img)
     assert_allclose(val, ref_val, rtol=1e-13)
     assert_allclose(grad, ref_grad, rtol=1e-13)
+
+
+@pytest.mark.parametrize("name", FORWARDS)
+def test_sharded_forward_keeps_the_shape_of_points(mesh, name):
+    """`ShardedForward` of closure triangles (points `(n, 3)`, 7 triangles: 21
+    points over 4 devices, padded) returns visibilities and `u`, `v` in that shape,
+    so a closure-phase term takes it as it takes the wrapped model."""
+    grid = em.ImageGrid(12, 15, em.uas_to_rad(3.0))
+    u, v = (x.reshape(7, 3) for x in random_points(grid, 21, seed=4))
+    inner = FORWARDS[name](grid, u, v)
+    sharded = em.ShardedForward(inner, mesh)
+    img = jnp.asarray(random_image(grid))
+    assert sharded.u.shape == sharded.v.shape == (7, 3)
+    assert_allclose(sharded.u, inner.u, rtol=0)
+    vis = sharded(img)
+    assert vis.shape == (7, 3)
+    assert_allclose(vis, inner(img), rtol=1e-12, atol=1e-12 * float(jnp.abs(vis).max()))
+    rng = np.random.default_rng(0)
+    cphase, sigma = rng.uniform(-1, 1, 7), rng.uniform(0.5, 1.5, 7)
+    plain = em.ClosurePhaseChi2(inner, cphase, sigma)
+    assert_allclose(
+        em.ClosurePhaseChi2(sharded, cphase, sigma)(img), plain(img), rtol=1e-12
+    )

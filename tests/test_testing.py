@@ -139,6 +139,8 @@ def test_assert_close_reports_shape_and_non_finite_values():
 def test_check_grad_fd_passes_and_fails():
     emt.check_grad_fd(vis_term(), IMAGE)
     emt.check_grad_fd(em.TV(GRID), IMAGE)
+    # At x = 0 the step is absolute (a step relative to max|x| would be 0).
+    emt.check_grad_fd(vis_term(), jnp.zeros_like(IMAGE))
     with pytest.raises(AssertionError) as info:
         emt.check_grad_fd(ScaledGradient(), IMAGE)
     msg = str(info.value)

@@ -7,6 +7,7 @@ position, `tint` the summed integration time. These are eht-imaging's
 """
 
 import math
+import numbers
 
 import numpy as np
 
@@ -21,7 +22,7 @@ def find_scans(time: np.ndarray, gap_s) -> tuple[np.ndarray, np.ndarray]:
     **Returns:** `(edges, ids)`: `edges` `(n_scans, 2)` `[start, end]` hours and
     `ids` the scan index of every entry of `time`.
     """
-    if not isinstance(gap_s, int | float) or not (math.isfinite(gap_s) and gap_s > 0):
+    if not isinstance(gap_s, numbers.Real) or not (math.isfinite(gap_s) and gap_s > 0):
         raise ValueError(f"`gap` must be a positive number of seconds, got {gap_s!r}.")
     uniq, inverse = np.unique(time, return_inverse=True)
     new_scan = np.concatenate([[False], np.diff(uniq) > gap_s / 3600.0])
@@ -78,7 +79,7 @@ def scan_average(data, gap_s):
 
 def time_average(data, seconds):
     """Coherent average over fixed bins of `seconds` aligned on 1960-01-01."""
-    if not isinstance(seconds, int | float) or not (
+    if not isinstance(seconds, numbers.Real) or not (
         math.isfinite(seconds) and seconds > 0
     ):
         raise ValueError(

@@ -23,6 +23,7 @@ With `debias=False` the raw amplitudes are used and no closure debiasing is done
 """
 
 import math
+import numbers
 
 import numpy as np
 
@@ -52,7 +53,7 @@ def _check_data(data):
 def _check_cut(name, x):
     if x is None:
         return None
-    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x):
         raise ValueError(f"`{name}` must be a finite number or None, got {x!r}.")
     if x < 0:
         raise ValueError(f"`{name}` must be >= 0, got {x!r}.")
@@ -91,7 +92,7 @@ def amplitudes(
     data: VisData,
     *,
     debias: bool = True,
-    snr_cut: float | int | None = None,
+    snr_cut: float | int | np.number | None = None,
     systematic_noise: float | int | dict = 0.0,
 ) -> AmpProducts:
     """Visibility amplitudes, one row per visibility.
@@ -157,9 +158,7 @@ def _legs(a, idx, kind, closures):
     sig = a["sigma"][rows]
     # Each leg's station pair, oriented as the closure walks it.
     a1, a2 = a["ant1"][rows], a["ant2"][rows]
-    legs = np.stack(
-        [np.where(signs > 0, a1, a2), np.where(signs > 0, a2, a1)], axis=-1
-    )
+    legs = np.stack([np.where(signs > 0, a1, a2), np.where(signs > 0, a2, a1)], axis=-1)
     return u, v, signs, vis, sig, (stations, legs), times
 
 
@@ -168,9 +167,7 @@ def _bispectra_np(data, closures, uv_min, snr_cut, fractional_noise):
     check_closures(closures)
     snr_cut = _check_cut("snr_cut", snr_cut)
     data, a, idx = _closure_inputs(data, uv_min, fractional_noise)
-    u, v, signs, vis, sig, (stations, legs), times = _legs(
-        a, idx, "triangle", closures
-    )
+    u, v, signs, vis, sig, (stations, legs), times = _legs(a, idx, "triangle", closures)
     bis = vis[:, 0] * vis[:, 1] * vis[:, 2]
     with np.errstate(divide="ignore", invalid="ignore"):
         sig_b = np.abs(bis) * np.sqrt(np.sum(sig**2 / np.abs(vis) ** 2, axis=1))
@@ -196,8 +193,8 @@ def bispectra(
     *,
     closures: str = "min",
     uv_min: float | int | None = None,
-    snr_cut: float | int | None = None,
-    fractional_noise: float | int = 0.0,
+    snr_cut: float | int | np.number | None = None,
+    fractional_noise: float | int | np.number = 0.0,
 ) -> BispectrumProducts:
     """Bispectra `B = V1 V2 V3` over closed triangles, per timestamp.
 
@@ -235,8 +232,8 @@ def closure_phases(
     *,
     closures: str = "min",
     uv_min: float | int | None = None,
-    snr_cut: float | int | None = None,
-    fractional_noise: float | int = 0.0,
+    snr_cut: float | int | np.number | None = None,
+    fractional_noise: float | int | np.number = 0.0,
     systematic_cphase_noise: float | int = 0.0,
 ) -> ClosurePhaseProducts:
     """Closure phases `ψ = arg(V1 V2 V3)` in **radians**, per timestamp.
@@ -328,8 +325,8 @@ def closure_amplitudes(
     *,
     closures: str = "min",
     uv_min: float | int | None = None,
-    snr_cut: float | int | None = None,
-    fractional_noise: float | int = 0.0,
+    snr_cut: float | int | np.number | None = None,
+    fractional_noise: float | int | np.number = 0.0,
     debias: bool = True,
 ) -> ClosureAmpProducts:
     """Closure amplitudes `C = |V_ab||V_cd| / (|V_ad||V_bc|)` per quadrangle
@@ -363,8 +360,8 @@ def log_closure_amplitudes(
     *,
     closures: str = "min",
     uv_min: float | int | None = None,
-    snr_cut: float | int | None = None,
-    fractional_noise: float | int = 0.0,
+    snr_cut: float | int | np.number | None = None,
+    fractional_noise: float | int | np.number = 0.0,
     debias: bool = True,
 ) -> LogClosureAmpProducts:
     """Log closure amplitudes `ln|V_ab| + ln|V_cd| - ln|V_ad| - ln|V_bc|`, same

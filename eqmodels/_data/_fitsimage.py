@@ -55,7 +55,7 @@ def save_fits(
     - `grid`: its [`eqmodels.ImageGrid`][].
     - `path`: output file.
     - `ra`, `dec`: phase-centre position in degrees.
-    - `freq`: observing frequency in Hz (written as `FREQ` and a third axis);
+    - `freq`: observing frequency in Hz (written as the `FREQ` header keyword);
       `mjd`: written as `MJD-OBS` (and `MJD`, which eht-imaging reads); `source`: `OBJECT`.
     - `overwrite`: replace an existing file.
     """

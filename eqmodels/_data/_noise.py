@@ -11,6 +11,7 @@
 """
 
 import math
+import numbers
 
 import numpy as np
 
@@ -28,7 +29,7 @@ def debiased_amplitude(amp, sigma, *, force_nonzero: bool = False):
 
 
 def check_fraction(name, f):
-    if isinstance(f, bool) or not isinstance(f, int | float):
+    if isinstance(f, bool) or not isinstance(f, numbers.Real):
         raise TypeError(
             f"`{name}` must be a number (a fraction, e.g. 0.02), got {f!r}."
         )
@@ -82,7 +83,7 @@ def add_systematic_noise(
     return data.replace(sigma=np.sqrt(sigma**2 + (level * amp) ** 2))
 
 
-def add_fractional_noise(data: VisData, fraction: float | int) -> VisData:
+def add_fractional_noise(data: VisData, fraction: float | int | np.number) -> VisData:
     """Add a fraction of each visibility amplitude to its sigma in quadrature,
     `σ' = sqrt(σ² + (f |V|)²)` (raw `|V|`), as eht-imaging's
     `add_fractional_noise`; apply it before forming closure quantities.

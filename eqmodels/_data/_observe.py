@@ -2,7 +2,9 @@
 noise from SEFDs, optional station gain and phase errors."""
 
 import math
+import numbers
 
+import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike
 
@@ -10,6 +12,7 @@ from .._forward._direct import DirectFT
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel
 from .._numerics import asarray
+from .._validation import is_concrete
 from ._earth import baseline_uvw, elevation, gmst
 from ._stations import StationTable
 from ._visdata import VisData
@@ -34,7 +37,7 @@ def thermal_sigma(sefd1, sefd2, bandwidth, tint, *, efficiency=0.88, n_pol=2):
 
 
 def _positive(name, x):
-    if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
+    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x):
         raise ValueError(f"`{name}` must be a finite number, got {x!r}.")
     if x <= 0:
         raise ValueError(f"`{name}` must be > 0, got {x!r}.")
@@ -112,7 +115,7 @@ def observe(
     freq: float | int = 230e9,
     mjd: int = 57854,
     times: ArrayLike | list | tuple,
-    integration: float | int = 10.0,
+    integration: float | int | np.number = 10.0,
     bandwidth: float | int = 2e9,
     seed: int = 0,
     add_noise: bool = True,
@@ -163,15 +166,21 @@ def observe(
     efficiency = _positive("efficiency", efficiency)
     if isinstance(n_pol, bool) or n_pol not in (1, 2):
         raise ValueError(f"`n_pol` must be 1 or 2, got {n_pol!r}.")
-    if isinstance(gain_sigma, bool) or not isinstance(gain_sigma, int | float):
+    if isinstance(gain_sigma, bool) or not isinstance(gain_sigma, numbers.Real):
         raise TypeError(f"`gain_sigma` must be a number, got {gain_sigma!r}.")
     if not (math.isfinite(gain_sigma) and gain_sigma >= 0):
         raise ValueError(f"`gain_sigma` must be finite and >= 0, got {gain_sigma!r}.")
     if isinstance(image, AbstractImageModel):
         image = image()
     image = asarray(image)
+    if not jnp.issubdtype(image.dtype, jnp.floating):  # integer or bool pixels
+        image = image.astype(jnp.result_type(float))
     if image.shape != grid.shape:
         raise ValueError(f"`image` has shape {image.shape} but `grid` is {grid.shape}.")
+    if is_concrete(image) and not np.all(np.isfinite(np.asarray(image))):
+        raise ValueError(
+            "`image` has non-finite pixels (NaN or inf): observe a finite image."
+        )
     tracks = uv_tracks(
         array,
         ra=ra,

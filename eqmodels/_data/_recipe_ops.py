@@ -13,7 +13,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
+from jaxtyping import Array, ArrayLike, Float, Real
 
 from .._grid import ImageGrid
 from .._numerics import asarray
@@ -164,12 +164,14 @@ def blur_matrix(n: int, sigma_pix: float, truncate: float = 4.0) -> np.ndarray:
     rows = np.arange(n)[:, None]
     m = np.mod(rows + x[None, :], 2 * n)
     src = np.where(m < n, m, 2 * n - 1 - m)
-    np.add.at(out, (np.broadcast_to(rows, src.shape), src), np.broadcast_to(w, src.shape))
+    np.add.at(
+        out, (np.broadcast_to(rows, src.shape), src), np.broadcast_to(w, src.shape)
+    )
     return out
 
 
 def blur_image(
-    image: Float[ArrayLike, "ny nx"],
+    image: Real[ArrayLike, "ny nx"],
     grid: ImageGrid,
     fwhm: float | int,
 ) -> Float[Array, "ny nx"]:
@@ -193,6 +195,8 @@ def blur_image(
         raise TypeError(f"`grid` must be an ImageGrid, got {type(grid).__name__}.")
     fwhm = _positive("fwhm", fwhm, allow_zero=True)
     img = asarray(image)
+    if not jnp.issubdtype(img.dtype, jnp.floating):  # integer or bool pixels
+        img = img.astype(jnp.result_type(float))
     if img.shape[-2:] != (grid.ny, grid.nx):
         raise ValueError(
             f"`image` has shape {tuple(img.shape)} but `grid` is ({grid.ny}, "

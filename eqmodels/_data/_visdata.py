@@ -2,6 +2,7 @@
 
 import datetime
 import math
+import numbers
 
 import equinox as eqx
 import numpy as np
@@ -376,6 +377,8 @@ class VisData(eqx.Module, strict=True):
         """The rows `index` (an integer array or a boolean mask), as a new
         `VisData`. Raises if nothing is left."""
         index = np.asarray(index)
+        if index.size == 0 and index.dtype != bool:
+            index = index.astype(np.int64)  # `[]` is float64 to numpy
         if index.dtype == bool and index.shape != (self.n_rows,):
             raise ValueError(
                 f"a boolean mask must have shape ({self.n_rows},), got {index.shape}."
@@ -393,7 +396,7 @@ class VisData(eqx.Module, strict=True):
         exclude_stations=None,
         time_range: tuple | None = None,
         uv_range: tuple | None = None,
-        snr_min: float | int | None = None,
+        snr_min: float | int | np.number | None = None,
         bands=None,
     ) -> "VisData":
         """Rows that pass every given criterion.
@@ -427,7 +430,7 @@ class VisData(eqx.Module, strict=True):
             uvd = self.uvdist
             keep &= (uvd >= lo) & (uvd <= hi)
         if snr_min is not None:
-            if not isinstance(snr_min, int | float) or not math.isfinite(snr_min):
+            if not isinstance(snr_min, numbers.Real) or not math.isfinite(snr_min):
                 raise ValueError(f"`snr_min` must be a finite number, got {snr_min!r}.")
             keep &= self.snr >= snr_min
         if bands is not None:
@@ -452,7 +455,7 @@ class VisData(eqx.Module, strict=True):
         """Keep rows with `uv_min <= |uv| <= uv_max` (wavelengths)."""
         return self.select(uv_range=(uv_min, uv_max))
 
-    def select_snr(self, snr_min: float | int) -> "VisData":
+    def select_snr(self, snr_min: float | int | np.number) -> "VisData":
         """Keep rows with `|V|/σ >= snr_min`."""
         return self.select(snr_min=snr_min)
 
@@ -469,7 +472,7 @@ class VisData(eqx.Module, strict=True):
         return np.array([self.station_names.index(s) for s in names], np.int64)
 
     # ---------------------------------------------------------------- averaging
-    def scans(self, gap: float | int = DEFAULT_SCAN_GAP_S) -> np.ndarray:
+    def scans(self, gap: float | int | np.number = DEFAULT_SCAN_GAP_S) -> np.ndarray:
         """Scans found from gaps in the timestamps: a new scan starts wherever two
         consecutive timestamps are more than `gap` seconds apart (default 59.4 s,
         eht-imaging's `add_scans` default of 0.0165 h).
@@ -480,13 +483,15 @@ class VisData(eqx.Module, strict=True):
 
         return find_scans(np.asarray(self.time), gap)[0]
 
-    def scan_ids(self, gap: float | int = DEFAULT_SCAN_GAP_S) -> np.ndarray:
+    def scan_ids(self, gap: float | int | np.number = DEFAULT_SCAN_GAP_S) -> np.ndarray:
         """The scan index of every row (see [`eqmodels.VisData.scans`][])."""
         from ._averaging import find_scans
 
         return find_scans(np.asarray(self.time), gap)[1]
 
-    def scan_average(self, gap: float | int = DEFAULT_SCAN_GAP_S) -> "VisData":
+    def scan_average(
+        self, gap: float | int | np.number = DEFAULT_SCAN_GAP_S
+    ) -> "VisData":
         """Coherent average of each baseline over each scan (eht-imaging's
         `avg_coherent(0, scan_avg=True)`): `V = mean(V_k)`, `σ = sqrt(Σ σ_k²) / N`,
         `(u, v)` the mean, `time` the first timestamp of that baseline in the scan,
@@ -496,7 +501,7 @@ class VisData(eqx.Module, strict=True):
 
         return scan_average(self, gap)
 
-    def time_average(self, seconds: float | int) -> "VisData":
+    def time_average(self, seconds: float | int | np.number) -> "VisData":
         """Coherent average of each baseline over fixed bins of `seconds` (bins
         aligned on 1960-01-01 0h UTC, as eht-imaging's `avg_coherent(dt)`); the
         averaged row's `time` is the bin centre. Same estimators as

@@ -8,6 +8,7 @@ another (nearest interval in time, constant beyond the ends).
 """
 
 import math
+import numbers
 
 import numpy as np
 
@@ -24,7 +25,7 @@ def check_interval(interval) -> str | float:
                 f"seconds > 0, got {interval!r}."
             )
         return interval
-    if isinstance(interval, bool) or not isinstance(interval, int | float):
+    if isinstance(interval, bool) or not isinstance(interval, numbers.Real):
         raise TypeError(
             "`interval` must be 'timestamp', 'scan', 'track' or a number of seconds, "
             f"got {interval!r}."

@@ -9,6 +9,7 @@ and the priors of an objective at once.
 
 import abc
 import math
+import numbers
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -52,7 +53,7 @@ class AbstractGainPrior(AbstractTerm, strict=True):
 
 
 def _tol(name, x):
-    if isinstance(x, bool) or not isinstance(x, int | float):
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
         raise TypeError(f"`{name}` must be a number (e.g. 0.2), got {x!r}.")
     if not (x > 0):
         raise ValueError(

@@ -85,6 +85,8 @@ class PixelImage(AbstractImageModel, strict=True):
                     )
                     + "."
                 )
+        elif mask is not None and tuple(params.shape) == grid.shape:
+            params = params.reshape(-1)[indices]  # traced: the masked pixels
         self.grid = grid
         self.params = asarray(params, dtype)
         self.indices = asarray(indices, jnp.int32)
@@ -128,6 +130,8 @@ class PixelImage(AbstractImageModel, strict=True):
                     )
         if mask is not None and is_concrete(image):
             image = np.asarray(image)[np.asarray(mask, bool)]
+        elif mask is not None:  # traced (the shape is static)
+            image = image.reshape(-1)[np.flatnonzero(np.asarray(mask, bool))]
         if transform == "log":  # on the host when concrete: no eager program
             params = np.log(image) if is_concrete(image) else jnp.log(image)
         else:

@@ -2,10 +2,12 @@
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._custom_types import ArraySequence, RealLike
 from .._numerics import safe_sqrt
+from .._validation import is_concrete
 from ._base import (
     AbstractRegularizer,
     as_dtype,
@@ -66,6 +68,11 @@ class WeightedL1(AbstractRegularizer, strict=True):
         """
         self.prior = check_prior(prior, nonneg=False)
         self.eps = check_eps(eps)
+        if self.eps == 0 and is_concrete(self.prior) and np.any(self.prior == 0):
+            raise ValueError(
+                "`eps`=0 with a `prior` that has zero pixels divides by zero there: "
+                "give `eps` > 0 (the default 1e-10) or a prior without zeros."
+            )
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
         check_image_shape(image, self.prior.shape, "WeightedL1")

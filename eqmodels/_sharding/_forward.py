@@ -27,13 +27,15 @@ class ShardedForward(AbstractForwardModel, strict=True):
     any row index is left to XLA).
 
     The points are flattened and padded to a multiple of the axis size with copies
-    of point 0 (their visibilities are cut off). Built by
+    of point 0 (their visibilities are cut off); the visibilities and `u`, `v` come
+    back in the wrapped model's shape of points (`(n, 3)` for closure triangles). Built by
     [`eqmodels.ShardedChi2`][] inside an [`eqmodels.Objective`][] for a shared
     transform; any forward model that declares its `point_fields` can be wrapped.
     """
 
     inner: AbstractForwardModel
     n_points: int = eqx.field(static=True)
+    point_shape: tuple[int, ...] = eqx.field(static=True)
     mesh: Mesh = eqx.field(static=True)
     axis_name: str = eqx.field(static=True)
 
@@ -64,6 +66,7 @@ class ShardedForward(AbstractForwardModel, strict=True):
         flat = _flatten_points(inner, length)
         self.inner = place(flat, self._specs(flat, axis_name), mesh)
         self.n_points = n
+        self.point_shape = tuple(inner.u.shape)
         self.mesh = mesh
         self.axis_name = axis_name
 
@@ -85,14 +88,18 @@ class ShardedForward(AbstractForwardModel, strict=True):
         return self.inner.dtype
 
     @property
-    def u(self) -> Float[Array, " n"]:
-        return gathered(self.inner.u, self.mesh)[: self.n_points]
+    def u(self) -> Float[Array, "*points"]:
+        return self._points(self.inner.u)
 
     @property
-    def v(self) -> Float[Array, " n"]:
-        return gathered(self.inner.v, self.mesh)[: self.n_points]
+    def v(self) -> Float[Array, "*points"]:
+        return self._points(self.inner.v)
 
-    def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, " n"]:
+    def _points(self, x):
+        """Gathered, unpadded, in the wrapped model's shape of points."""
+        return gathered(x, self.mesh)[: self.n_points].reshape(self.point_shape)
+
+    def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:
         image = self._check_image(image)
         axis = self.axis_name
 
@@ -110,7 +117,7 @@ class ShardedForward(AbstractForwardModel, strict=True):
             # device-varying type and jax-finufft's needs a `pcast`).
             check_vma=False,
         )(self.inner, image)
-        return gathered(vis, self.mesh)[: self.n_points]
+        return self._points(vis)
 
     def at(self, u: ArrayLike, v: ArrayLike) -> "ShardedForward":
         return ShardedForward(self.inner.at(u, v), self.mesh, self.axis_name)
