@@ -2,6 +2,7 @@
 -o OUT.fits` runs the published 2017 M87 recipe ([`eqmodels.image_m87`][])."""
 
 import argparse
+import pathlib
 import sys
 import time
 
@@ -59,9 +60,52 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _check_paths(ap: argparse.ArgumentParser, args) -> None:
+    """Refuse, before any imaging, paths that would fail after it."""
+    for path in args.uvfits:
+        if not pathlib.Path(path).is_file():
+            ap.error(f"uvfits file {path!r} does not exist (or is not a file).")
+    for option, path in (("-o/--output", args.output), ("--png", args.png)):
+        if path is None:
+            continue
+        out = pathlib.Path(path)
+        if out.is_dir():
+            ap.error(f"{option} {path!r} is a folder: give a file name.")
+        if not out.resolve().parent.is_dir():
+            ap.error(
+                f"{option} {path!r}: the folder {str(out.parent)!r} does not exist."
+            )
+    if args.cache is not None and pathlib.Path(args.cache).is_file():
+        ap.error(f"--cache {args.cache!r} is a file: give a folder (created if new).")
+    if args.png is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            ap.error("--png needs matplotlib: pip install 'eqmodels[plot]'.")
+    for option, value, low in (
+        ("--npix", args.npix, 1),
+        ("--iterations", args.iterations, 1),
+        ("--restarts", args.restarts, 0),
+    ):
+        if value is not None and value < low:
+            ap.error(f"{option} must be >= {low}, got {value}.")
+    if not args.fov > 0:
+        ap.error(f"--fov must be > 0 (µas), got {args.fov}.")
+
+
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    ap = _parser()
+    args = ap.parse_args(argv)
+    _check_paths(ap, args)
     t0 = time.perf_counter()
+    try:
+        return _image(args, t0)
+    except (ValueError, OSError) as e:  # bad data or settings: a message, not a trace
+        print(f"eqmodels image: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _image(args, t0) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)

@@ -2,6 +2,7 @@
 calibration-independent closure score (`em.closure_score`)."""
 
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -123,3 +124,38 @@ def test_two_bands_self_calibrate_per_band(shared_data):
         return np.median(amp[amp != 1.0])
 
     assert lm_gain("both") == pytest.approx(lm_gain("amp"), rel=0.1)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["missing.uvfits", "-o", "{tmp}/a.fits"], "does not exist"),
+        (["{data}", "-o", "{tmp}/no/a.fits"], "-o/--output .* does not exist"),
+        (["{data}", "-o", "{tmp}"], "is a folder"),
+        (["{data}", "-o", "{tmp}/a.fits", "--png", "{tmp}/no/a.png"], "--png"),
+        (["{data}", "-o", "{tmp}/a.fits", "--npix", "0"], "--npix must be >= 1"),
+        (["{data}", "-o", "{tmp}/a.fits", "--iterations", "0"], "--iterations"),
+        (["{data}", "-o", "{tmp}/a.fits", "--restarts", "-1"], "--restarts"),
+        (["{data}", "-o", "{tmp}/a.fits", "--fov", "-5"], "--fov must be > 0"),
+    ],
+)
+def test_cli_refuses_bad_arguments_before_imaging(tmp_path, capsys, args, message):
+    from eqmodels._cli import main
+
+    data = str(DAY_100)
+    argv = ["image"] + [a.format(tmp=tmp_path, data=data) for a in args]
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_cli_reports_unreadable_data_without_a_traceback(tmp_path, capsys):
+    from eqmodels._cli import main
+
+    bad = tmp_path / "not.uvfits"
+    bad.write_text("not a uvfits file")
+    assert main(["image", str(bad), "-o", str(tmp_path / "a.fits"), "--fast"]) == 2
+    err = capsys.readouterr().err
+    assert "eqmodels image: error:" in err and "uvfits" in err
+    assert "Traceback" not in err

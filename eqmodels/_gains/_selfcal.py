@@ -150,7 +150,11 @@ def self_calibrate(
         raise TypeError(f"`data` must be a VisData, got {type(data).__name__}.")
     if method not in _METHODS:
         raise ValueError(f"`method` must be one of {_METHODS}, got {method!r}.")
-    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+    if (
+        isinstance(max_steps, bool)
+        or not isinstance(max_steps, int | np.integer)
+        or max_steps < 1
+    ):
         raise ValueError(f"`max_steps` must be a positive integer, got {max_steps!r}.")
     pad_amp = check_fraction("pad_amp", pad_amp)
     names = data.station_names
@@ -213,7 +217,7 @@ def self_calibrate(
         asarray(below),
         asarray(ref),
         asarray([method != "phase", method != "amp"]),
-        max_steps=max_steps,
+        max_steps=int(max_steps),
     )
     gains = StationGains(la[:n_int], ph[:n_int], slot, bounds, names)
     return gains.calibrate(data), gains

@@ -276,10 +276,15 @@ def image_m87(
     (seconds in data preparation, self-calibration, building objectives, imaging).
     """
     say = log if log is not None else (lambda line: None)
+    for name, value, low in (("iterations", iterations, 1), ("restarts", restarts, 0)):
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, int | np.integer)
+            or value < low
+        ):
+            raise ValueError(f"`{name}` must be an int >= {low}, got {value!r}.")
     iterations = (30 if fast else 100) if iterations is None else int(iterations)
     restarts = (1 if fast else 3) if restarts is None else int(restarts)
-    if iterations < 1 or restarts < 0:
-        raise ValueError("`iterations` must be >= 1 and `restarts` >= 0.")
     if not jax.config.read("jax_enable_x64"):
         raise RuntimeError(
             "the recipe runs in float64: call `jax.config.update('jax_enable_x64', "
