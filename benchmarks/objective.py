@@ -91,7 +91,7 @@ def synthetic_problem(seed=0):
     tris = [(0, i, j) for i in range(1, 7) for j in range(i + 1, 7)]  # 15
     quads = [(0, 1, i, j) for i in range(2, 7) for j in range(i + 1, 7)][:14]
     vis, tri, quad = [], [], []
-    for t in range(11):
+    for t in range(12):  # 12 × 10 quadrangles ≥ 113
         ang = 0.15 * t
         rot = np.array([[np.cos(ang), -np.sin(ang)], [np.sin(ang), np.cos(ang)]])
         p = base @ rot.T

@@ -154,6 +154,9 @@ def test_pixel_image_from_prior():
     assert_allclose(full(), prior, rtol=1e-14)
     with pytest.raises(ValueError, match="clipfloor"):
         em.PixelImage.from_prior(prior, GRID, clipfloor=10.0)
+    for flux in (-1.0, np.nan, 0.0):
+        with pytest.raises(ValueError, match="`flux` must be a finite number > 0"):
+            em.PixelImage.from_prior(prior, GRID, flux=flux)
     with pytest.raises(ValueError, match="shape"):
         em.PixelImage.from_prior(prior[:5], GRID)
 

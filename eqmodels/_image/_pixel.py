@@ -1,5 +1,7 @@
 """Free pixels with a positivity transform."""
 
+import math
+import numbers
 from typing import Literal
 
 import equinox as eqx
@@ -190,6 +192,12 @@ class PixelImage(AbstractImageModel, strict=True):
             )
         image = np.where(mask, image, 0.0)
         if flux is not None:
+            if isinstance(flux, bool) or not (
+                isinstance(flux, numbers.Real) and math.isfinite(flux) and flux > 0
+            ):
+                raise ValueError(
+                    f"`flux` must be a finite number > 0 (Jy), got {flux!r}."
+                )
             total = image.sum()
             if not total > 0:
                 raise ValueError("`init` has no positive flux on the mask to rescale.")

@@ -430,6 +430,10 @@ def closure_score(image, datasets, *, grid: ImageGrid | None = None) -> dict:
     if isinstance(image, str | os.PathLike):
         from .._data._fitsimage import load_fits
 
+        if grid is not None:
+            raise TypeError(
+                "`grid` is read from the FITS file: give it only with an array image."
+            )
         image, grid = load_fits(image)
     if grid is None:
         raise TypeError("`grid` is required when `image` is an array.")
