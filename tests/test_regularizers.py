@@ -135,6 +135,12 @@ def test_beam_from_uv():
         (lambda: em.TSV(GRID, beam=BEAM, normalise=True), ValueError, "flux"),
         (lambda: em.Centroid(GRID, flux=-1.0, beam=BEAM), ValueError, "flux"),
         (lambda: em.SimpleEntropy(-np.ones((4, 4))), ValueError, "negative"),
+        (lambda: em.SimpleEntropy(np.zeros((4, 4))), ValueError, "zero everywhere"),
+        (
+            lambda: em.GullSkillingEntropy(np.zeros((4, 4))),
+            ValueError,
+            "zero everywhere",
+        ),
         (lambda: em.SimpleEntropy(np.full((4, 4), np.nan)), ValueError, "non-finite"),
         (lambda: em.TV(GRID, eps=-1.0), ValueError, "eps"),
         (lambda: em.TV((16, 16)), TypeError, "ImageGrid"),

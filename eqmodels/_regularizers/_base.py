@@ -83,6 +83,11 @@ def check_prior(
                 "`prior` has negative pixels; a prior image must be >= 0 (pixels "
                 "where it is 0 must be 0 in the image too, e.g. outside a mask)."
             )
+        if nonneg and not np.any(prior > 0):
+            raise ValueError(
+                "`prior` is zero everywhere: the entropy of any positive image is "
+                "then infinite. Give a prior image with flux (e.g. a Gaussian)."
+            )
     return asarray(prior, jnp.result_type(float))
 
 
