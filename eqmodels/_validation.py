@@ -123,6 +123,10 @@ _IMAGE_LIKE = frozenset({"params", "image", "prior", "init"})
 
 def _check_finite(name: str, arr: np.ndarray, built: str) -> np.ndarray:
     bad = ~np.isfinite(arr)
+    if bad.any() and arr.ndim == 0:
+        raise ValueError(
+            f"`{name}` is non-finite ({arr.item()!r}): pass a finite number."
+        )
     if bad.any():
         raise ValueError(
             f"`{name}` has {int(bad.sum())} non-finite value(s) (NaN or inf), first at "

@@ -11,13 +11,11 @@ import abc
 from typing import Literal
 
 import equinox as eqx
-import jax.numpy as jnp
 import numpy as np
 import optax
 from jaxtyping import Array, ArrayLike, Float
 
-from .._numerics import asarray
-from .._validation import is_concrete
+from .._validation import scalar_leaf
 from ._jacobian import check_chunk_size, check_memory_budget, DEFAULT_MEMORY_BUDGET
 
 
@@ -147,19 +145,14 @@ class Adam(AbstractGradientSolver, strict=True):
           pixels, 1e-2 changes a pixel by about 1 % per step).
         - `b1`, `b2`: decay rates of the moment estimates.
         """
-        lr = asarray(learning_rate)
-        if lr.ndim != 0 or not jnp.issubdtype(lr.dtype, jnp.floating):
-            if lr.ndim == 0 and jnp.issubdtype(lr.dtype, jnp.integer):
-                lr = lr.astype(float)
-            else:
-                raise ValueError(
-                    f"`learning_rate` must be a real scalar, got {learning_rate!r}."
-                )
-        if is_concrete(lr) and not (np.isfinite(lr) and lr > 0):
-            raise ValueError(
-                f"`learning_rate` must be a finite number > 0, got {learning_rate!r}."
-            )
-        self.learning_rate = lr
+        # A float leaf keeps its dtype (float32 stays float32); integers become floats.
+        dtype = getattr(learning_rate, "dtype", None)
+        self.learning_rate = scalar_leaf(
+            "learning_rate",
+            learning_rate,
+            dtype if dtype is not None and np.issubdtype(dtype, np.floating) else None,
+            positive=True,
+        )
         self.b1 = _real("b1", b1, high=1.0)
         self.b2 = _real("b2", b2, high=1.0)
 
