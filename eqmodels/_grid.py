@@ -5,6 +5,7 @@ import math
 import equinox as eqx
 import numpy as np
 
+from ._custom_types import RealLike
 from ._units import RAD_PER_UAS
 
 
@@ -51,6 +52,8 @@ class ImageGrid(eqx.Module, strict=True):
                 raise TypeError(f"`{name}` must be an integer, got {n!r}.")
             if n < 1:
                 raise ValueError(f"`{name}` must be >= 1, got {n}.")
+        if isinstance(psize, str | bytes | bool):
+            raise TypeError(f"`psize` must be a float in radians, got {psize!r}.")
         try:
             psize = float(psize)
         except (TypeError, ValueError):
@@ -74,13 +77,16 @@ class ImageGrid(eqx.Module, strict=True):
         self.psize = psize
 
     @classmethod
-    def from_fov(cls, npix: int | tuple[int, int], fov_uas: float | int) -> "ImageGrid":
+    def from_fov(
+        cls, npix: int | tuple[int, int], fov_uas: RealLike | int
+    ) -> "ImageGrid":
         """A grid from a pixel count and the field of view in µas.
 
         **Arguments:**
 
         - `npix`: `n` for an `n × n` grid, or `(ny, nx)`.
-        - `fov_uas`: field of view along x (columns), in microarcseconds;
+        - `fov_uas`: field of view along x (columns), in microarcseconds (a
+          number or a 0-d array);
           `psize = fov / nx`. A field of view that gives a pixel below 1e-16 rad
           (e.g. one given in radians) is refused.
 
@@ -103,15 +109,25 @@ class ImageGrid(eqx.Module, strict=True):
                 raise TypeError(f"`{name}` must hold integers, got {npix!r}.")
             if n < 1:
                 raise ValueError(f"`{name}` must be >= 1 pixel, got {npix!r}.")
-        if isinstance(fov_uas, bool) or not isinstance(
-            fov_uas, int | float | np.integer | np.floating
-        ):
+        if isinstance(fov_uas, bool | str | bytes) or np.ndim(fov_uas) != 0:
             raise TypeError(f"`fov_uas` must be a number of µas, got {fov_uas!r}.")
+        try:
+            fov_uas = float(fov_uas)  # a Python or numpy number, or a 0-d array
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"`fov_uas` must be a number of µas, got {fov_uas!r}."
+            ) from None
         if not (math.isfinite(fov_uas) and fov_uas > 0):
             raise ValueError(
                 f"`fov_uas` must be a finite positive number of µas, got {fov_uas!r}."
             )
         psize = float(fov_uas) * RAD_PER_UAS / int(nx)
+        if psize > MAX_PSIZE:
+            raise ValueError(
+                f"`fov_uas`={fov_uas:g} gives pixels of {psize:.3g} rad (over 3 "
+                "arcminutes): `from_fov` expects the field of view in µas (e.g. "
+                "`fov_uas=128.0`)."
+            )
         if psize < MIN_PSIZE:
             raise ValueError(
                 f"`fov_uas`={fov_uas!r} gives a pixel of {psize / RAD_PER_UAS:.3g} µas: "
@@ -160,3 +176,9 @@ class ImageGrid(eqx.Module, strict=True):
             f"ImageGrid(ny={self.ny}, nx={self.nx}, psize={self.psize!r} "
             f"[{self.psize / RAD_PER_UAS:.4g} µas])"
         )
+
+
+def same_grid(a: ImageGrid, b: ImageGrid) -> bool:
+    """The same pixels: equal shapes and pixel sizes equal to 1e-9 (a grid from
+    `from_fov` and one from `ImageGrid(ny, nx, psize)` may differ by rounding)."""
+    return a.shape == b.shape and math.isclose(a.psize, b.psize, rel_tol=1e-9)

@@ -70,7 +70,8 @@ def ehtim_row_index(obs, data) -> np.ndarray:
     """For each row of our `VisData`, the index of the eht-imaging `obs.data` row
     with the same time and station pair (in our orientation)."""
     table = {
-        (float(r["time"]), str(r["t1"]), str(r["t2"])): i for i, r in enumerate(obs.data)
+        (float(r["time"]), str(r["t1"]), str(r["t2"])): i
+        for i, r in enumerate(obs.data)
     }
     names = data.station_names
     return np.array(

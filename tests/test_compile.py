@@ -61,7 +61,7 @@ def test_unknown_options_are_probed_and_dropped(fresh_decision):
 def _problem():
     grid = em.ImageGrid.from_fov(8, 128.0)
     rng = np.random.default_rng(3)
-    u, v = (rng.uniform(-0.3, 0.3, (2, 40)) / grid.psize)
+    u, v = rng.uniform(-0.3, 0.3, (2, 40)) / grid.psize
     truth = em.PixelImage(grid, rng.uniform(0.2, 1.0, grid.shape))()
     ft = em.DirectFT(grid, u, v)
     sigma = np.full(40, 0.05)
@@ -79,7 +79,9 @@ def test_solve_is_compiled_with_the_options_and_gives_the_same_result():
     # ... and gives what XLA's default code generation gives.
     opts = _solve.make_options(20, 0.0, 0.0, np.float64)
     spec = jax.tree.map(eqx.is_inexact_array, model)
-    plain = eqx.filter_jit(_solve.solve_traced)(obj, model, em.LBFGS(), opts, spec, None)
+    plain = eqx.filter_jit(_solve.solve_traced)(
+        obj, model, em.LBFGS(), opts, spec, None
+    )
     assert_allclose(sol.model.params, plain.model.params, rtol=1e-10)
     assert_allclose(sol.value, plain.value, rtol=1e-12)
     assert int(sol.steps) == int(plain.steps) == 20

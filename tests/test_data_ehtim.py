@@ -2,7 +2,6 @@
 coherent scan averaging, closure sets and values, systematic noise. Skipped when
 ehtim is not installed."""
 
-
 import numpy as np
 import pytest
 

@@ -546,3 +546,100 @@ def test_load_fits_errors(tmp_path):
     fits.PrimaryHDU(np.zeros((2, 4, 4))).writeto(cube)
     with pytest.raises(ValueError, match="2-d image"):
         eqm.load_fits(cube)
+
+
+def _edited_fits(tmp_path, data, **header):
+    """A FITS image written by `save_fits` (4 µas pixels), then `data` and the
+    `header` cards replaced (a value of None deletes the card)."""
+    grid = eqm.ImageGrid(*np.shape(data)[-2:], eqm.uas_to_rad(4.0))
+    p = tmp_path / "edited.fits"
+    eqm.save_fits(np.ones(grid.shape), grid, p, overwrite=True)
+    with fits.open(p, mode="update") as h:
+        h[0].data = np.asarray(data, np.float64)
+        for key, value in header.items():
+            if value is None:
+                del h[0].header[key]
+            else:
+                h[0].header[key] = value
+    return p
+
+
+def test_load_fits_converts_jy_per_beam(tmp_path):
+    """A Jy/beam image (DIFMAP, CASA) is divided by the beam's area in pixels,
+    π·BMAJ·BMIN / (4 ln 2 · psize²), written here from the Gaussian beam's
+    integral, not taken from the code."""
+    rng = np.random.default_rng(3)
+    data = rng.uniform(0.1, 1.0, (6, 8))
+    psize_deg = 4.0 / 3600e6
+    bmaj, bmin = 20.0 / 3600e6, 12.0 / 3600e6  # degrees
+    p = _edited_fits(tmp_path, data, BUNIT="JY/BEAM", BMAJ=bmaj, BMIN=bmin)
+    img, _ = eqm.load_fits(p)
+    # The beam's integral: a 2-d Gaussian of FWHMs a, b has area 2π σa σb.
+    sa, sb = (w / np.sqrt(8 * np.log(2)) for w in (bmaj, bmin))
+    beam_pixels = 2 * np.pi * sa * sb / psize_deg**2
+    assert_allclose(img, data[::-1] / beam_pixels, rtol=1e-13)
+    for bunit in ("Jy/pixel", "JY/PIXEL", "jy/pix"):
+        img, _ = eqm.load_fits(_edited_fits(tmp_path, data, BUNIT=bunit))
+        assert_allclose(img, data[::-1], rtol=0)
+    img, _ = eqm.load_fits(_edited_fits(tmp_path, data, BUNIT=None))
+    assert_allclose(img, data[::-1], rtol=0)  # no unit: Jy/pixel, as eht-imaging
+
+
+def test_load_fits_jy_per_beam_agrees_with_ehtim(tmp_path):
+    eh = pytest.importorskip("ehtim")
+    from tests.helpers import quiet
+
+    rng = np.random.default_rng(4)
+    data = rng.uniform(0.1, 1.0, (8, 8))
+    p = _edited_fits(
+        tmp_path, data, BUNIT="JY/BEAM", BMAJ=20.0 / 3600e6, BMIN=12.0 / 3600e6
+    )
+    img, _ = eqm.load_fits(p)
+    with quiet():
+        ref = eh.image.load_fits(str(p))
+    assert_allclose(img, ref.imvec.reshape(ref.ydim, ref.xdim), rtol=1e-12)
+
+
+def test_load_fits_refuses_bad_units_blanks_and_missing_steps(tmp_path):
+    data = np.ones((4, 4))
+    with pytest.raises(ValueError, match="BUNIT is JY/BEAM .* no valid BMAJ/BMIN"):
+        eqm.load_fits(_edited_fits(tmp_path, data, BUNIT="JY/BEAM"))
+    with pytest.raises(ValueError, match="BMAJ/BMIN must be > 0"):
+        eqm.load_fits(
+            _edited_fits(tmp_path, data, BUNIT="JY/BEAM", BMAJ=0.0, BMIN=1e-9)
+        )
+    with pytest.raises(ValueError, match="unsupported image unit BUNIT = 'K'"):
+        eqm.load_fits(_edited_fits(tmp_path, data, BUNIT="K"))
+    blanked = data.copy()
+    blanked[1, 2] = np.nan
+    blanked[3, 0] = np.inf
+    with pytest.raises(ValueError, match=r"2 non-finite .* index \[1, 2\]"):
+        eqm.load_fits(_edited_fits(tmp_path, blanked))
+    with pytest.raises(ValueError, match="no pixel size"):
+        eqm.load_fits(_edited_fits(tmp_path, data, CDELT1=None))
+
+
+def test_load_fits_keeps_a_single_row_and_drops_unit_axes(tmp_path):
+    grid = eqm.ImageGrid(1, 8, eqm.uas_to_rad(2.0))
+    row = np.arange(1.0, 9.0)[None, :]
+    p = tmp_path / "row.fits"
+    eqm.save_fits(row, grid, p)
+    img, g = eqm.load_fits(p)
+    assert img.shape == (1, 8) and g.shape == (1, 8)
+    assert_allclose(img, row, rtol=0)
+    # Stokes and frequency axes of length 1 (as CASA writes) are dropped.
+    data = np.arange(12.0).reshape(1, 1, 3, 4)
+    img, g = eqm.load_fits(_edited_fits(tmp_path, data))
+    assert g.shape == (3, 4)
+    assert_allclose(img, data[0, 0, ::-1], rtol=0)
+
+
+def test_save_fits_refuses_a_model_on_another_grid(tmp_path):
+    g = eqm.ImageGrid(16, 16, eqm.uas_to_rad(2.0))
+    other = eqm.ImageGrid(16, 16, eqm.uas_to_rad(8.0))
+    model = eqm.GaussianImage(g, 1.0, eqm.uas_to_rad(10.0))
+    with pytest.raises(
+        ValueError, match="`image` is a GaussianImage on .*`image.grid`"
+    ):
+        eqm.save_fits(model, other, tmp_path / "m.fits")
+    eqm.save_fits(model, eqm.ImageGrid.from_fov(16, 32.0), tmp_path / "m.fits")

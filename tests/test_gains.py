@@ -44,9 +44,7 @@ def synthetic(noise=0.01):
     model = dft_matrix(*GRID.shape, GRID.psize, u, v) @ truth_image().ravel()
     sigma = noise * np.abs(model).mean() * rng.uniform(0.5, 1.5, n)
     vis = model + sigma * (rng.standard_normal(n) + 1j * rng.standard_normal(n))
-    return em.VisData(
-        u, v, vis, sigma, t, a1, a2, station_names=NAMES, freq=230e9
-    )
+    return em.VisData(u, v, vis, sigma, t, a1, a2, station_names=NAMES, freq=230e9)
 
 
 def random_gains(data, interval="scan", seed=0, amp=0.1, phase=np.pi):
@@ -56,7 +54,9 @@ def random_gains(data, interval="scan", seed=0, amp=0.1, phase=np.pi):
     return em.StationGains.from_data(
         data,
         interval,
-        gains=np.exp(amp * rng.standard_normal(shape) + 1j * rng.uniform(-phase, phase, shape)),
+        gains=np.exp(
+            amp * rng.standard_normal(shape) + 1j * rng.uniform(-phase, phase, shape)
+        ),
     )
 
 
@@ -100,8 +100,11 @@ def test_factor_matches_numpy_and_handles_closure_legs():
     d = synthetic()
     g = random_gains(d)
     want = rg.gain_factor(
-        np.asarray(g.log_amp), np.asarray(g.phase), np.asarray(g.slot_interval),
-        _pairs(d), d.time_index,
+        np.asarray(g.log_amp),
+        np.asarray(g.phase),
+        np.asarray(g.slot_interval),
+        _pairs(d),
+        d.time_index,
     )
     got = g.factor(_pairs(d), d.time_index)
     assert_allclose(got, want, rtol=1e-15)
@@ -137,9 +140,15 @@ def test_at_nearest_in_time_and_by_name():
     times = np.array([0.5, 1.004, 1.4, 1.9, 2.7, 3.505, 9.0])
     n = times.size
     other = em.VisData(
-        np.full(n, 1e9), np.full(n, 1e9), np.ones(n), np.ones(n), times,
-        np.zeros(n, int), np.ones(n, int),
-        station_names=("SM", "AA", "XX"), freq=230e9,
+        np.full(n, 1e9),
+        np.full(n, 1e9),
+        np.ones(n),
+        np.ones(n),
+        times,
+        np.zeros(n, int),
+        np.ones(n, int),
+        station_names=("SM", "AA", "XX"),
+        freq=230e9,
     )
     moved = g.at(other)
     # 0.5 h → scan 0 (before the start); 1.4 h is nearer scan 0's end (1.01) than
@@ -208,10 +217,30 @@ def test_gain_corrected_matches_numpy(kind, forward):
     la, ph = np.asarray(g.log_amp), np.asarray(g.phase)
     slot = np.asarray(g.slot_interval)
     if kind == "vis":
-        ref = rg.vis_chi2(a0, img, np.asarray(d.vis), np.asarray(d.sigma), la, ph, slot, _pairs(d), d.time_index)
+        ref = rg.vis_chi2(
+            a0,
+            img,
+            np.asarray(d.vis),
+            np.asarray(d.sigma),
+            la,
+            ph,
+            slot,
+            _pairs(d),
+            d.time_index,
+        )
     else:
         p = em.amplitudes(d)
-        ref = rg.amp_chi2(a0, img, np.asarray(p.amp), np.asarray(p.sigma), la, ph, slot, _pairs(d), d.time_index)
+        ref = rg.amp_chi2(
+            a0,
+            img,
+            np.asarray(p.amp),
+            np.asarray(p.sigma),
+            la,
+            ph,
+            slot,
+            _pairs(d),
+            d.time_index,
+        )
     val, (g_img, g_gains) = _vg(wrapped, jnp.asarray(img), g)
     assert_allclose(val, ref[0], rtol=1e-12)
     assert_allclose(g_img, ref[1], rtol=1e-12)
@@ -219,7 +248,9 @@ def test_gain_corrected_matches_numpy(kind, forward):
     if kind == "vis":
         assert_allclose(g_gains.phase, ref[3], rtol=1e-12)
     else:  # amplitudes do not see phases
-        assert np.max(np.abs(np.asarray(g_gains.phase))) <= 1e-12 * np.max(np.abs(ref[2]))
+        assert np.max(np.abs(np.asarray(g_gains.phase))) <= 1e-12 * np.max(
+            np.abs(ref[2])
+        )
     # With unit gains the wrapper is the inner term.
     unit = em.GainCorrected(term, em.StationGains.from_data(d, "scan"))
     assert_allclose(unit(img), term(img), rtol=1e-14)
@@ -241,7 +272,9 @@ def test_gain_gradient_finite_differences():
             gg = eqx.tree_at(lambda q: (q.log_amp, q.phase), g, (la, ph))
             return em.with_gains(wrapped, gg)(img)
 
-        x0 = np.concatenate([np.asarray(g.log_amp).ravel(), np.asarray(g.phase).ravel()])
+        x0 = np.concatenate(
+            [np.asarray(g.log_amp).ravel(), np.asarray(g.phase).ravel()]
+        )
         grad = np.asarray(jax.grad(f)(jnp.asarray(x0)))
         rng = np.random.default_rng(0)
         dirs = [rng.standard_normal(x0.shape) for _ in range(4)]
@@ -260,9 +293,9 @@ def test_closure_terms_are_gain_invariant():
         wrapped = em.GainCorrected(term, g)
         value = eqx.filter_jit(lambda t, x: t(x))
         assert_allclose(value(wrapped, img), value(term, img), rtol=1e-12)
-        grad = eqx.filter_jit(
-            eqx.filter_grad(lambda gg, t: em.with_gains(t, gg)(img))
-        )(g, wrapped)
+        grad = eqx.filter_jit(eqx.filter_grad(lambda gg, t: em.with_gains(t, gg)(img)))(
+            g, wrapped
+        )
         scale = float(value(term, img))
         assert np.max(np.abs(np.asarray(grad.log_amp))) <= 1e-10 * scale
         assert np.max(np.abs(np.asarray(grad.phase))) <= 1e-10 * scale
@@ -302,8 +335,10 @@ def test_objective_shares_one_transform_with_gains():
     loss = lambda gg, o: em.with_gains(o, gg)(img)  # noqa: E731
     g_obj = eqx.filter_jit(eqx.filter_grad(loss))(g, obj)
     g_sum = eqx.filter_grad(
-        lambda gg: 2.0 * em.with_gains(wrapped[0], gg)(img)
-        + 0.5 * em.with_gains(wrapped[1], gg)(img)
+        lambda gg: (
+            2.0 * em.with_gains(wrapped[0], gg)(img)
+            + 0.5 * em.with_gains(wrapped[1], gg)(img)
+        )
     )(g)
     assert_allclose(g_obj.log_amp, g_sum.log_amp, rtol=1e-12)
     assert_allclose(g_obj.phase, g_sum.phase, rtol=1e-12)
@@ -375,8 +410,22 @@ def test_priors_match_numpy():
                 None,
             ),
         ),
-        (em.GainPhaseReference(g, "AZ", sigma=0.1), lambda: (*rg.phase_reference(ph, 2, 0.1)[:1], None, rg.phase_reference(ph, 2, 0.1)[1])),
-        (em.GainPhaseReference(g), lambda: (rg.phase_reference(ph, None, 1.0)[0], None, rg.phase_reference(ph, None, 1.0)[1])),
+        (
+            em.GainPhaseReference(g, "AZ", sigma=0.1),
+            lambda: (
+                *rg.phase_reference(ph, 2, 0.1)[:1],
+                None,
+                rg.phase_reference(ph, 2, 0.1)[1],
+            ),
+        ),
+        (
+            em.GainPhaseReference(g),
+            lambda: (
+                rg.phase_reference(ph, None, 1.0)[0],
+                None,
+                rg.phase_reference(ph, None, 1.0)[1],
+            ),
+        ),
         (em.GainSmoothness(g, 0.05, 0.3), lambda: rg.smoothness(la, ph, 0.05, 0.3)),
     ]
     img = jnp.asarray(truth_image())
@@ -427,7 +476,11 @@ def test_joint_gradient_over_image_and_gains():
     d = synthetic()
     g = random_gains(d)
     vis, amp = _terms(d)
-    obj = em.GainCorrected(vis, g) + em.GainCorrected(amp, g) + 10.0 * em.GainAmplitudePrior(g, 0.1)
+    obj = (
+        em.GainCorrected(vis, g)
+        + em.GainCorrected(amp, g)
+        + 10.0 * em.GainAmplitudePrior(g, 0.1)
+    )
     model = em.PixelImage(GRID, jnp.asarray(truth_image()))
 
     def loss(m, o):

@@ -130,6 +130,16 @@ def test_pixel_image_needs_a_grid():
 def test_fov_in_radians_is_refused_with_the_fix():
     with pytest.raises(ValueError, match="`fov_uas`.*radians.*rad_to_uas"):
         em.ImageGrid.from_fov(64, em.uas_to_rad(128.0))
+    with pytest.raises(
+        ValueError, match="`fov_uas`=1e\\+12 gives pixels of .* rad .*in µas"
+    ):
+        em.ImageGrid.from_fov(64, 1e12)  # far too large: not blamed on `psize`
+    # (The test suite's type checker refuses it first, naming `psize` too.)
+    with pytest.raises(TypeError, match="psize"):
+        em.ImageGrid(8, 8, "1e-11")
+    # A 0-d array is a number of µas too.
+    for fov in (np.array(128.0), jnp.array(128.0)):
+        assert em.ImageGrid.from_fov(64, fov) == em.ImageGrid.from_fov(64, 128.0)
     with pytest.raises(ValueError, match="`psize`.*radians twice"):
         em.ImageGrid(64, 64, em.uas_to_rad(em.uas_to_rad(2.0)))
     # The limits: a 1e-16 rad pixel is accepted, 3 arcminutes too.

@@ -128,6 +128,14 @@ def test_circular_defaults_and_position():
         (lambda: em.GaussianImage(GRID, np.nan, P), "non-finite"),
         (lambda: em.RingImage(GRID, 1.0, 10 * P, 0.0), "width"),
         (lambda: em.RingImage(GRID, 1.0, 10 * P, P, asymmetry=1.5), "asymmetry"),
+        # Angles in µas passed as radians would give a perfectly flat image.
+        (lambda: em.GaussianImage(GRID, 1.0, 40.0), "`fwhm` = 40 rad .*uas_to_rad"),
+        (
+            lambda: em.GaussianImage(GRID, 1.0, P, fwhm_minor=20.0),
+            "`fwhm_minor` = 20 rad",
+        ),
+        (lambda: em.RingImage(GRID, 1.0, 10 * P, 5.0), "`width` = 5 rad"),
+        (lambda: em.RingImage(GRID, 1.0, 40.0, P), "`diameter` = 40 rad"),
     ],
 )
 def test_construction_errors(make, match):

@@ -34,7 +34,14 @@ def test_two_processes_equal_one(tmp_path):
     port = _free_port()
     procs = [
         subprocess.Popen(
-            [sys.executable, str(WORKER), str(pid), str(port), str(out), ",".join(FORWARDS)],
+            [
+                sys.executable,
+                str(WORKER),
+                str(pid),
+                str(port),
+                str(out),
+                ",".join(FORWARDS),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

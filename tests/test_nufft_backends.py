@@ -40,7 +40,9 @@ def test_nufftax_matches_direct(name):
 def test_nufftax_float32_and_sharded():
     u, v, vis, sigma = products()["vis"]
     x32 = jnp.asarray(IMAGES[0], jnp.float32)
-    fwd32 = em.NUFFT(GRID, u.astype(np.float32), v.astype(np.float32), backend="nufftax")
+    fwd32 = em.NUFFT(
+        GRID, u.astype(np.float32), v.astype(np.float32), backend="nufftax"
+    )
     dense32 = em.DirectFT(GRID, u.astype(np.float32), v.astype(np.float32))
     assert fwd32(x32).dtype == jnp.complex64
     assert_allclose(fwd32(x32), dense32(x32), rtol=2e-5)

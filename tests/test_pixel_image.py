@@ -86,6 +86,64 @@ def test_from_image_errors():
     em.PixelImage.from_image(img, GRID, transform="identity")
 
 
+def test_mask_is_checked_before_use_in_from_image():
+    # A nested list: the annotations bind no shape to it (the tests' runtime type
+    # checker would otherwise refuse the mismatch before the function runs).
+    img = random_image(GRID).tolist()
+    with pytest.raises(ValueError, match="`mask` must be a boolean array"):
+        em.PixelImage.from_image(img, GRID, mask=np.ones((10, 8), bool))
+    with pytest.raises(ValueError, match="`mask` must be a boolean array"):
+        em.PixelImage.from_image(img, GRID, mask=np.ones(GRID.shape, int).tolist())
+
+
+def test_traced_params_are_checked_and_stored_as_built_eagerly():
+    """Shapes are static under jit: a wrong one is refused there too, and the
+    model's leaves have the same shapes traced or not (a `cond`, a `while` carry
+    or a survey mixing the two would otherwise mismatch)."""
+    img = random_image(GRID)
+    mask = img > np.median(img)
+    with pytest.raises(ValueError, match="`params` has shape \\(5,\\)"):
+        jax.jit(lambda p: em.PixelImage(GRID, p)())(np.zeros(5))
+    with pytest.raises(ValueError, match="`params` has shape \\(80,\\)"):
+        jax.jit(lambda p: em.PixelImage(GRID, p, mask=mask)())(np.zeros(80))
+    with pytest.raises(ValueError, match="`image` has shape \\(3, 3\\)"):
+        jax.jit(lambda x: em.PixelImage.from_image(x, GRID)())(np.ones((3, 3)))
+    eager = em.PixelImage(GRID, np.log(img))
+    traced = jax.jit(lambda p: em.PixelImage(GRID, p))(np.log(img))
+    assert traced.params.shape == eager.params.shape == (GRID.npix,)
+    assert_allclose(traced(), img, rtol=1e-15)
+    masked = jax.jit(lambda p: em.PixelImage(GRID, p, mask=mask))(np.log(img))
+    assert masked.params.shape == (int(mask.sum()),)
+    assert_allclose(masked(), np.where(mask, img, 0.0), rtol=1e-15)
+
+
+def test_from_image_and_from_prior_take_image_models():
+    prior = em.GaussianImage(GRID, 0.6, em.uas_to_rad(12.0))
+    m = em.PixelImage.from_prior(prior, GRID, clipfloor=1e-6)
+    assert_allclose(m(), np.where(m.mask, prior(), 0.0), rtol=1e-14)
+    assert np.array_equal(m.mask, np.asarray(prior()) > 1e-6)
+    start = em.PixelImage.from_image(prior, GRID)
+    assert_allclose(start(), prior(), rtol=1e-14)
+    init = em.GaussianImage(GRID, 0.6, em.uas_to_rad(20.0))
+    m = em.PixelImage.from_prior(prior, GRID, init=init)
+    assert_allclose(m(), init(), rtol=1e-14)
+    other = em.ImageGrid.from_fov(8, 40.0)
+    with pytest.raises(ValueError, match="`prior` is a GaussianImage on .*same grid"):
+        em.PixelImage.from_prior(em.GaussianImage(other, 0.6, 1e-10), GRID)
+    with pytest.raises(ValueError, match="`image` is a GaussianImage"):
+        em.PixelImage.from_image(em.GaussianImage(other, 0.6, 1e-10), GRID)
+
+
+def test_from_prior_and_a_mask_must_be_concrete():
+    img = random_image(GRID)
+    with pytest.raises(TypeError, match="`prior` must be concrete.*outside `jit`"):
+        jax.jit(lambda p: em.PixelImage.from_prior(p, GRID))(img)
+    with pytest.raises(TypeError, match="`init` must be concrete"):
+        jax.jit(lambda x: em.PixelImage.from_prior(img, GRID, init=x))(img)
+    with pytest.raises(TypeError, match="`mask` must be concrete"):
+        jax.jit(lambda k: em.PixelImage(GRID, np.log(img), mask=k))(img > 0.5)
+
+
 def test_float32_stays_float32():
     img = random_image(GRID).astype(np.float32)
     assert em.PixelImage.from_image(img, GRID).params.dtype == np.float32

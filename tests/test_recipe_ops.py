@@ -2,7 +2,6 @@
 rescaling, circular Gaussian blur, flagging by uv distance; eht-imaging as a
 test-time oracle (to 1e-9; the same formulas, so to rounding)."""
 
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -59,7 +58,9 @@ def test_rescale_zero_baseline(data):
     on = (a1 == aa) & (a2 == ap)
     assert_allclose(np.median(np.abs(np.asarray(by_bl.vis))[on]), 0.6, rtol=1e-14)
     given = em.rescale_zero_baseline(data, 0.6, current=1.2)
-    assert_allclose(np.asarray(given.vis)[short], np.asarray(data.vis)[short] / 2, rtol=1e-15)
+    assert_allclose(
+        np.asarray(given.vis)[short], np.asarray(data.vis)[short] / 2, rtol=1e-15
+    )
     with pytest.raises(ValueError, match="flux"):
         em.rescale_zero_baseline(data, 0.0)
     with pytest.raises(ValueError, match="shorter than `uv_max`"):
@@ -67,9 +68,7 @@ def test_rescale_zero_baseline(data):
     with pytest.raises(ValueError, match="unknown station"):
         em.rescale_zero_baseline(data, 0.6, baseline=("AA", "XX"))
     with pytest.raises(ValueError, match="no rows"):
-        em.rescale_zero_baseline(
-            data.flag_stations(["AP"]), 0.6, baseline=("AA", "AP")
-        )
+        em.rescale_zero_baseline(data.flag_stations(["AP"]), 0.6, baseline=("AA", "AP"))
 
 
 def test_blur_image_matches_scipy_and_is_differentiable():
@@ -90,7 +89,9 @@ def test_blur_image_matches_scipy_and_is_differentiable():
     assert_allclose(out[1], 2 * out[0], rtol=1e-13)
     assert_allclose(jnp.sum(out[0]), np.sum(img), rtol=1e-13)
     w = rng.standard_normal(grid.shape)
-    check_grad_fd(lambda x: jnp.sum(jnp.asarray(w) * em.blur_image(x, grid, fwhm) ** 2), img)
+    check_grad_fd(
+        lambda x: jnp.sum(jnp.asarray(w) * em.blur_image(x, grid, fwhm) ** 2), img
+    )
     with pytest.raises(ValueError, match="image.*grid"):
         em.blur_image(img[:4], grid, fwhm)
     with pytest.raises(ValueError, match="fwhm"):
@@ -125,7 +126,9 @@ def _ours_order(obs, data):
     names = data.station_names
     got = [
         rows[(float(t), names[i], names[j])]
-        for t, i, j in zip(np.asarray(data.time), np.asarray(data.ant1), np.asarray(data.ant2))
+        for t, i, j in zip(
+            np.asarray(data.time), np.asarray(data.ant1), np.asarray(data.ant2)
+        )
     ]
     return np.array([g[0] for g in got]), np.array([g[1] for g in got])
 
@@ -137,7 +140,10 @@ def test_operations_equal_ehtim(data, ehtim_obs):
         tap = obs.taper(fwhm)
         rev = obs.reverse_taper(fwhm)
         kept = obs.flag_uvdist(uv_min=0.1e9, uv_max=7e9)
-    for ours, theirs in ((em.taper(data, fwhm), tap), (em.reverse_taper(data, fwhm), rev)):
+    for ours, theirs in (
+        (em.taper(data, fwhm), tap),
+        (em.reverse_taper(data, fwhm), rev),
+    ):
         vis, sigma = _ours_order(theirs, data)
         assert_allclose(ours.vis, vis, rtol=1e-12)
         assert_allclose(ours.sigma, sigma, rtol=1e-12)

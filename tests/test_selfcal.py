@@ -2,7 +2,6 @@
 phase / amplitude / station choices, gains carried to other data, errors, and
 eht-imaging's `selfcal` as a test-time oracle on M87 2017 04-11."""
 
-
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -72,12 +71,28 @@ def test_closures_are_unchanged(corrupted):
 
 def test_phase_only_and_amplitude_only(corrupted):
     d, true, _ = corrupted
-    phases = em.StationGains(0 * true.log_amp, true.phase, true.slot_interval, true.bounds, true.station_names)
-    _, g = em.self_calibrate(phases.corrupt(d), truth_image(), grid=GRID, method="phase")
+    phases = em.StationGains(
+        0 * true.log_amp,
+        true.phase,
+        true.slot_interval,
+        true.bounds,
+        true.station_names,
+    )
+    _, g = em.self_calibrate(
+        phases.corrupt(d), truth_image(), grid=GRID, method="phase"
+    )
     assert np.all(np.asarray(g.log_amp) == 0)
     assert np.max(np.abs(np.angle(_factor(g, d) / _factor(phases, d)))) < 0.01
-    amps = em.StationGains(true.log_amp, 0 * true.phase, true.slot_interval, true.bounds, true.station_names)
-    _, g = em.self_calibrate(amps.corrupt(d), truth_image(), grid=GRID, method="amp", gain_tol=1.0)
+    amps = em.StationGains(
+        true.log_amp,
+        0 * true.phase,
+        true.slot_interval,
+        true.bounds,
+        true.station_names,
+    )
+    _, g = em.self_calibrate(
+        amps.corrupt(d), truth_image(), grid=GRID, method="amp", gain_tol=1.0
+    )
     assert np.all(np.asarray(g.phase) == 0)
     assert np.max(np.abs(np.abs(_factor(g, d)) / np.abs(_factor(amps, d)) - 1)) < 0.01
 

@@ -228,5 +228,7 @@ def test_wrapper_term_with_gains():
     x = jnp.asarray(em.GaussianImage(M87_GRID, 0.6, em.uas_to_rad(40.0))())
     sharded = em.ShardedChi2(term, mesh_of(4))
     weight = sharded.term.term.weight
-    assert {s.data.shape[0] for s in weight.addressable_shards} == {weight.shape[0] // 4}
+    assert {s.data.shape[0] for s in weight.addressable_shards} == {
+        weight.shape[0] // 4
+    }
     check_same(sharded, term, x)

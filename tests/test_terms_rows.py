@@ -208,7 +208,9 @@ def test_subclasses_and_user_terms_share_the_transform(forward):
     cu, cv, cph, csig = products()["cphase"]
     mine = MyAmp(em.make_forward(forward, GRID, u, v, **kw), amp, sigma)
     user = FluxDensityChi2(em.make_forward(forward, GRID, u, v, **kw), amp**2, sigma)
-    cphase = em.ClosurePhaseChi2(em.make_forward(forward, GRID, cu, cv, **kw), cph, csig)
+    cphase = em.ClosurePhaseChi2(
+        em.make_forward(forward, GRID, cu, cv, **kw), cph, csig
+    )
     own = OwnCall(em.make_forward(forward, GRID, u, v, **kw), amp, sigma)
     obj = 0.5 * mine + user + cphase + own
     assert obj.names == ("myamp", "FluxDensityChi2", "cphase", "amp")

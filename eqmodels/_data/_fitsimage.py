@@ -5,15 +5,22 @@ import os
 
 import numpy as np
 
-from .._grid import ImageGrid
+from .._grid import ImageGrid, same_grid
 from .._image._base import AbstractImageModel
 from ._uvfits import import_astropy_fits
 
 
 def as_image_array(image, grid, name: str = "image") -> np.ndarray:
     """A real, finite float64 numpy image of `grid`'s shape (an image model is
-    evaluated), or a clear error naming `name`. Shared by FITS output and plots."""
+    evaluated, and must be on `grid`), or a clear error naming `name`. Shared by FITS
+    output and plots."""
     if isinstance(image, AbstractImageModel):
+        if not same_grid(image.grid, grid):
+            raise ValueError(
+                f"`{name}` is a {type(image).__name__} on {image.grid!r} but `grid` "
+                f"is {grid!r}: pass the model's own grid (`{name}.grid`), or the "
+                "pixel size written would not be the model's."
+            )
         image = image()
     arr = np.asarray(image)
     if np.iscomplexobj(arr) or not np.issubdtype(arr.dtype, np.number):
@@ -100,7 +107,7 @@ def save_fits(
 
 def load_fits(path: str | os.PathLike) -> tuple[np.ndarray, ImageGrid]:
     """Read an image written by [`eqmodels.save_fits`][] (or any FITS image with
-    square pixels, `CDELT1 < 0 < CDELT2`).
+    square pixels, `CDELT1 < 0 < CDELT2`), in Jy/pixel.
 
     The header is honoured, not assumed: the pixel size comes from `CDELT1/2`
     (or a diagonal `CD` matrix) in the axes' `CUNIT` (degrees by default) and must
@@ -109,6 +116,12 @@ def load_fits(path: str | os.PathLike) -> tuple[np.ndarray, ImageGrid]:
     phase centre, as eht-imaging writes it). A shifted reference pixel, rotated
     axes or non-square pixels raise a `ValueError` rather than load an image
     that is silently shifted or rescaled.
+
+    Units (`BUNIT`): `JY/PIXEL` (or none, as eht-imaging writes it) is read as is;
+    `JY/BEAM` (DIFMAP, CASA, AIPS) is converted to Jy/pixel with the header's
+    restoring beam, dividing by its area in pixels `π BMAJ BMIN / (4 ln 2 psize²)`
+    (as eht-imaging does); any other unit, a Jy/beam image without `BMAJ`/`BMIN`,
+    and blanked (NaN) pixels raise a `ValueError`.
 
     **Returns:** `(image, grid)`: the `(ny, nx)` array in our orientation (row 0
     north, column 0 east) and its [`eqmodels.ImageGrid`][].
@@ -126,11 +139,26 @@ def load_fits(path: str | os.PathLike) -> tuple[np.ndarray, ImageGrid]:
             data = np.asarray(data, np.float64)
     except Exception as e:
         raise ValueError(f"{path!r} could not be read as a FITS image ({e}).") from e
-    data = np.squeeze(data)
-    if data.ndim != 2:
-        raise ValueError(f"{path!r}: expected a 2-d image, got shape {data.shape}.")
+    if data.ndim < 2 or any(n != 1 for n in data.shape[:-2]):
+        raise ValueError(
+            f"{path!r}: expected a 2-d image (with any extra leading axes of length "
+            f"1, e.g. Stokes and frequency), got shape {data.shape}."
+        )
+    data = data.reshape(data.shape[-2:])
+    bad = ~np.isfinite(data)
+    if bad.any():
+        iy, ix = np.argwhere(bad)[0]
+        raise ValueError(
+            f"{path!r}: {int(bad.sum())} non-finite (blanked) pixels, the first at "
+            f"index [{iy}, {ix}] of the stored array: replace them (e.g. `np.nan_to_num`) and "
+            "save the image again."
+        )
     d1, d2 = _pixel_steps(header, path)
-    if d1 is None or d2 is None or not math.isclose(abs(d1), abs(d2), rel_tol=1e-9):
+    if d1 is None or d2 is None:
+        raise ValueError(
+            f"{path!r}: the header gives no pixel size (CDELT1/CDELT2 or CD1_1/CD2_2)."
+        )
+    if not math.isclose(abs(d1), abs(d2), rel_tol=1e-9):
         raise ValueError(f"{path!r}: needs square pixels (CDELT1 = -CDELT2).")
     if d1 == 0:
         raise ValueError(f"{path!r}: the pixel size CDELT1 is 0.")
@@ -154,10 +182,38 @@ def load_fits(path: str | os.PathLike) -> tuple[np.ndarray, ImageGrid]:
                 f"{float(crpix) - (n / 2 + 0.5):+g} pixels. Re-centre it (e.g. "
                 "`np.roll` by that many pixels and update CRPIX) before loading."
             )
+    data = data * _to_jy_per_pixel(header, psize, path)
     img = data[::-1, :] if d2 > 0 else data
     img = img[:, ::-1] if d1 > 0 else img
     grid = ImageGrid(img.shape[0], img.shape[1], psize)
     return np.ascontiguousarray(img), grid
+
+
+def _to_jy_per_pixel(header, psize: float, path: str) -> float:
+    """The factor taking the image's `BUNIT` to Jy/pixel (see `load_fits`)."""
+    unit = str(header.get("BUNIT", "JY/PIXEL")).strip().upper().replace(" ", "")
+    if unit in ("", "JY/PIXEL", "JY/PIX", "JY/PX"):
+        return 1.0
+    if unit == "JY/BEAM":
+        try:
+            bmaj, bmin = (math.radians(float(header[k])) for k in ("BMAJ", "BMIN"))
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(
+                f"{path!r}: BUNIT is JY/BEAM but the header has no valid BMAJ/BMIN "
+                "(the restoring beam, degrees) to convert to Jy/pixel: add them to "
+                "the header."
+            ) from None
+        if not (bmaj > 0 and bmin > 0 and math.isfinite(bmaj * bmin)):
+            raise ValueError(
+                f"{path!r}: the beam BMAJ/BMIN must be > 0 (degrees), got "
+                f"{header['BMAJ']!r}, {header['BMIN']!r}."
+            )
+        beam_pixels = math.pi * bmaj * bmin / (4 * math.log(2) * psize**2)
+        return 1.0 / beam_pixels
+    raise ValueError(
+        f"{path!r}: unsupported image unit BUNIT = {header['BUNIT']!r}: expected "
+        "JY/PIXEL or JY/BEAM (with BMAJ/BMIN)."
+    )
 
 
 _ANGLE_UNITS = {

@@ -90,8 +90,7 @@ class AbstractForwardModel(eqx.Module, strict=True):
             flat = (idx[:, None] * k + _arange(k, idx)[None, :]).reshape(-1)
         names = ("u", "v") + tuple(self.point_fields)
         new = [
-            take_rows(getattr(self, n), idx if n in ("u", "v") else flat)
-            for n in names
+            take_rows(getattr(self, n), idx if n in ("u", "v") else flat) for n in names
         ]
         return eqx.tree_at(
             lambda m: tuple(getattr(m, n) for n in names), self, tuple(new)

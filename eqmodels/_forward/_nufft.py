@@ -43,9 +43,11 @@ def _resolve_backend(backend, points) -> str:
         )
     if backend != "auto":
         return backend
-    platforms = {d.platform for d in points.devices()} if is_concrete(points) else {
-        jax.default_backend()
-    }
+    platforms = (
+        {d.platform for d in points.devices()}
+        if is_concrete(points)
+        else {jax.default_backend()}
+    )
     off_cpu = bool(platforms - {"cpu"})
     if not off_cpu:
         return "finufft"
@@ -215,7 +217,9 @@ class NUFFT(AbstractForwardModel, strict=True):
         self.opts = opts
         self.backend = _resolve_backend(backend, self.u)
         if self.backend == "nufftax" and opts is not None:
-            raise ValueError("`opts` are FINUFFT options: the nufftax backend takes none.")
+            raise ValueError(
+                "`opts` are FINUFFT options: the nufftax backend takes none."
+            )
         # Points and the per-point factor (pixel pulse times the half-pixel phase of
         # each even axis: centred modes sit half a pixel off the phase centre there)
         # are fixed: computed once, on the host in float64 when the points are

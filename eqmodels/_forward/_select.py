@@ -1,6 +1,5 @@
 """Pick a forward model by name."""
 
-
 from .._custom_types import PointsLike
 from .._grid import ImageGrid
 from .._validation import as_numpy, is_concrete

@@ -44,9 +44,7 @@ class GainCorrected(AbstractDataTerm, strict=True):
           [`eqmodels.StationGains.at`][]).
         """
         if not isinstance(term, AbstractDataTerm):
-            raise TypeError(
-                f"`term` must be a data term, got {type(term).__name__}."
-            )
+            raise TypeError(f"`term` must be a data term, got {type(term).__name__}.")
         if isinstance(term, GainCorrected):
             raise TypeError(
                 "`term` is already a GainCorrected: give its inner term "
@@ -133,7 +131,9 @@ class GainCorrected(AbstractDataTerm, strict=True):
         self, index: ArrayLike | Sequence[int], *, n_rows: int | None = None
     ) -> "GainCorrected":
         idx = gather_index(index, self.rows, "index")
-        out = eqx.tree_at(lambda t: t.term, self, self.term.take_rows(idx, n_rows=n_rows))
+        out = eqx.tree_at(
+            lambda t: t.term, self, self.term.take_rows(idx, n_rows=n_rows)
+        )
         if self.forward is not None:
             out = eqx.tree_at(lambda t: t.forward, out, self.forward.take(idx))
         return out

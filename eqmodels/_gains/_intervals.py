@@ -81,5 +81,7 @@ def nearest_interval(bounds: np.ndarray, times: np.ndarray) -> np.ndarray:
     """For each time, the interval that contains it, else the nearest one in time
     (the first on ties): constant extrapolation beyond the ends."""
     times = np.asarray(times, np.float64)[:, None]
-    dist = np.maximum(np.maximum(bounds[None, :, 0] - times, times - bounds[None, :, 1]), 0)
+    dist = np.maximum(
+        np.maximum(bounds[None, :, 0] - times, times - bounds[None, :, 1]), 0
+    )
     return np.argmin(dist, axis=1).astype(np.int64)

@@ -229,7 +229,9 @@ class GainSmoothness(AbstractGainPrior, strict=True):
         self.phase_sigma = asarray(_tol("phase_sigma", phase_sigma))
 
     def gain_residuals(self, gains: StationGains) -> Float[Array, " m"]:
-        da = jnp.diff(gains.log_amp, axis=0) / self.amp_sigma.astype(gains.log_amp.dtype)
+        da = jnp.diff(gains.log_amp, axis=0) / self.amp_sigma.astype(
+            gains.log_amp.dtype
+        )
         dp = 2 * jnp.sin(jnp.diff(gains.phase, axis=0) / 2)
         dp = dp / self.phase_sigma.astype(dp.dtype)
         return jnp.concatenate([da.reshape(-1), dp.reshape(-1)])

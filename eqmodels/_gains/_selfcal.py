@@ -52,7 +52,9 @@ def _model_vis(data, image, grid, model_vis, pulse):
             raise ValueError("`model_vis` has non-finite values.")
         return mv.astype(np.complex128)
     if image is None:
-        raise TypeError("`image` is required (an image model, or an array with `grid`).")
+        raise TypeError(
+            "`image` is required (an image model, or an array with `grid`)."
+        )
     if isinstance(image, AbstractImageModel):
         grid = image.grid if grid is None else grid
         img = image()
@@ -191,8 +193,16 @@ def self_calibrate(
     sinv = 1.0 / np.sqrt(sigma**2 + (pad_amp * np.abs(obs)) ** 2)
     a1, a2 = np.asarray(data.ant1)[rows], np.asarray(data.ant2)[rows]
     present = np.zeros((n_int, len(names)), bool)
-    np.logical_or.at(present, (np.repeat(np.arange(n_int), rows.shape[1]), a1.reshape(-1)), live.reshape(-1))
-    np.logical_or.at(present, (np.repeat(np.arange(n_int), rows.shape[1]), a2.reshape(-1)), live.reshape(-1))
+    np.logical_or.at(
+        present,
+        (np.repeat(np.arange(n_int), rows.shape[1]), a1.reshape(-1)),
+        live.reshape(-1),
+    )
+    np.logical_or.at(
+        present,
+        (np.repeat(np.arange(n_int), rows.shape[1]), a2.reshape(-1)),
+        live.reshape(-1),
+    )
     free = present & calibrated[None, :]
     # An interval whose free stations share a live baseline with a fixed station
     # (gain 1, phase 0) has no free overall phase: no gauge there. Only where every
@@ -249,9 +259,9 @@ def _solve(
     fit_amp, fit_phase = fit[0], fit[1]
 
     def one(obs, mod, sinv, a1, a2, free, anchored):
-        free_p = jnp.concatenate(
-            [free & fit_amp, free & fit_phase]
-        ).astype(obs.real.dtype)
+        free_p = jnp.concatenate([free & fit_amp, free & fit_phase]).astype(
+            obs.real.dtype
+        )
         has_ref = (ref >= 0) & free[jnp.maximum(ref, 0)]
         # The gauge: which phases sum to 0 (none where a fixed station anchors
         # the phases).
@@ -307,15 +317,12 @@ def _solve(
         jac0 = jax.jacfwd(residuals)(p0) * free_p[None, :]
         lam0 = 1e-3 * jnp.maximum(jnp.max(jnp.sum(jac0 * jac0, axis=0)), 1e-30)
         one_ = asarray(2.0, p0.dtype)
-        p, _, _, _ = jax.lax.fori_loop(
-            0, max_steps, step, (p0, lam0, one_, cost(p0))
-        )
+        p, _, _, _ = jax.lax.fori_loop(0, max_steps, step, (p0, lam0, one_, cost(p0)))
         # The reference phase exactly 0 (the data do not see it).
         ph = p[n_st:] - (ref_w @ p[n_st:]) * (free & fit_phase)
         return p[:n_st], ph
 
     return jax.vmap(one)(obs, mod, sinv, a1, a2, free, anchored)
-
 
 
 def _stefcal(obs, mod, sinv, a1, a2, free, n_st, n_iter=60):

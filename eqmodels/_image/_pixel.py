@@ -10,7 +10,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int, Real
 
 from .._custom_types import ArraySequence
-from .._grid import ImageGrid
+from .._grid import ImageGrid, same_grid
 from .._numerics import asarray
 from .._validation import as_real, check_grid, is_concrete, resolve_float_dtype
 from ._base import AbstractImageModel
@@ -60,35 +60,24 @@ class PixelImage(AbstractImageModel, strict=True):
                 f"`transform` must be one of {_TRANSFORMS}, got {transform!r}."
             )
         dtype = resolve_float_dtype(dtype, params)
-        if mask is None:
-            indices = np.arange(grid.npix)
-        else:
-            mask = np.asarray(mask)
-            if mask.shape != grid.shape or mask.dtype != np.bool_:
-                raise ValueError(
-                    f"`mask` must be a boolean array of the grid's shape {grid.shape}, "
-                    f"got {mask.dtype} {mask.shape}."
-                )
-            if not mask.any():
-                raise ValueError("`mask` selects no pixel: nothing would be free.")
-            indices = np.flatnonzero(mask)
+        indices = _mask_indices(mask, grid)
         params = as_real("params", params)
         if is_concrete(params):
-            params = np.asarray(params)
-            if params.shape == grid.shape:
-                params = params.reshape(-1)[indices]
-            elif params.shape != (indices.size,):
-                raise ValueError(
-                    f"`params` has shape {params.shape}; expected {grid.shape}"
-                    + (
-                        f" or ({indices.size},) (the masked pixels)"
-                        if mask is not None
-                        else ""
-                    )
-                    + "."
+            params = np.asarray(params)  # on the host: no eager program
+        shape = tuple(np.shape(params))  # static, traced or not
+        if shape == grid.shape:
+            flat = params.reshape(-1)
+            params = flat if mask is None else flat[indices]
+        elif shape != (indices.size,):
+            raise ValueError(
+                f"`params` has shape {shape}; expected {grid.shape}"
+                + (
+                    f" or ({indices.size},) (the masked pixels)"
+                    if mask is not None
+                    else ""
                 )
-        elif mask is not None and tuple(params.shape) == grid.shape:
-            params = params.reshape(-1)[indices]  # traced: the masked pixels
+                + "."
+            )
         self.grid = grid
         self.params = asarray(params, dtype)
         self.indices = asarray(indices, jnp.int32)
@@ -97,7 +86,7 @@ class PixelImage(AbstractImageModel, strict=True):
     @classmethod
     def from_image(
         cls,
-        image: Real[ArrayLike, "ny nx"] | ArraySequence,
+        image: Real[ArrayLike, "ny nx"] | ArraySequence | AbstractImageModel,
         grid: ImageGrid,
         *,
         transform: str = "log",
@@ -108,11 +97,13 @@ class PixelImage(AbstractImageModel, strict=True):
 
         **Arguments:**
 
-        - `image`: `(ny, nx)` Jy/pixel; strictly positive (on the mask) for the log
-          transform.
+        - `image`: `(ny, nx)` Jy/pixel, or an image model on `grid` (its image);
+          strictly positive (on the mask) for the log transform.
         - `grid`, `transform`, `mask`, `dtype`: as for the constructor.
         """
         check_grid(grid)
+        image = _evaluated("image", image, grid)
+        indices = _mask_indices(mask, grid)
         # The dtype comes from the input as given (`as_real` computes in float64).
         dtype = resolve_float_dtype(dtype, image)
         image = as_real("image", image)
@@ -123,17 +114,19 @@ class PixelImage(AbstractImageModel, strict=True):
                     f"`image` has shape {image.shape}, the grid is {grid.shape}."
                 )
             if transform == "log":
-                sel = image if mask is None else image[np.asarray(mask, bool)]
+                sel = image if mask is None else image.reshape(-1)[indices]
                 if np.any(sel <= 0):
                     raise ValueError(
                         "the log transform needs a strictly positive `image` (on the "
                         "mask); add a small floor (e.g. `np.maximum(image, 1e-10 * "
                         "image.max())`) or use `transform='identity'`."
                     )
-        if mask is not None and is_concrete(image):
-            image = np.asarray(image)[np.asarray(mask, bool)]
-        elif mask is not None:  # traced (the shape is static)
-            image = image.reshape(-1)[np.flatnonzero(np.asarray(mask, bool))]
+        elif tuple(np.shape(image)) != grid.shape:  # traced: the shape is static
+            raise ValueError(
+                f"`image` has shape {tuple(np.shape(image))}, the grid is {grid.shape}."
+            )
+        if mask is not None:
+            image = image.reshape(-1)[indices]
         if transform == "log":  # on the host when concrete: no eager program
             params = np.log(image) if is_concrete(image) else jnp.log(image)
         else:
@@ -143,11 +136,14 @@ class PixelImage(AbstractImageModel, strict=True):
     @classmethod
     def from_prior(
         cls,
-        prior: Real[ArrayLike, "ny nx"] | ArraySequence,
+        prior: Real[ArrayLike, "ny nx"] | ArraySequence | AbstractImageModel,
         grid: ImageGrid,
         *,
         clipfloor: float = 0.0,
-        init: Real[ArrayLike, "ny nx"] | ArraySequence | None = None,
+        init: Real[ArrayLike, "ny nx"]
+        | ArraySequence
+        | AbstractImageModel
+        | None = None,
         flux: float | None = None,
         transform: Literal["log", "identity"] = "log",
         dtype=None,
@@ -157,18 +153,29 @@ class PixelImage(AbstractImageModel, strict=True):
 
         **Arguments:**
 
-        - `prior`: the prior image `(ny, nx)`, Jy/pixel.
+        - `prior`: the prior image `(ny, nx)`, Jy/pixel, or an image model on
+          `grid` (e.g. a [`eqmodels.GaussianImage`][]). Concrete: the mask is
+          chosen on the host, so build the model outside `jit`.
         - `grid`: the [`eqmodels.ImageGrid`][].
         - `clipfloor`: pixels where `prior <= clipfloor` are fixed at 0. eht-imaging
           compares with the prior as given; pass a floor relative to its peak
           (e.g. `1e-4 * prior.max()`) for a scale-free mask.
-        - `init`: the initial image (default `prior`); must be > 0 on the mask for
-          the log transform.
+        - `init`: the initial image or image model (default `prior`); must be > 0
+          on the mask for the log transform.
         - `flux`: if given, `init` is rescaled to sum to `flux` on the mask (as
           eht-imaging rescales its initial image to the total flux).
         - `transform`, `dtype`: as for the constructor.
         """
         check_grid(grid)
+        prior = _evaluated("prior", prior, grid)
+        init = None if init is None else _evaluated("init", init, grid)
+        for name, x in (("prior", prior), ("init", init)):
+            if x is not None and not is_concrete(x):
+                raise TypeError(
+                    f"`{name}` must be concrete: `from_prior` chooses the free pixels "
+                    f"from it on the host. Build the model outside `jit`/`vmap`, or "
+                    "use `PixelImage.from_image(..., mask=...)` with a fixed mask."
+                )
         dtype = resolve_float_dtype(dtype, prior, *([] if init is None else [init]))
         prior = np.asarray(as_real("prior", prior))
         if prior.shape != grid.shape:
@@ -208,7 +215,8 @@ class PixelImage(AbstractImageModel, strict=True):
 
     @property
     def mask(self) -> np.ndarray:
-        """The boolean embed mask, `(ny, nx)`."""
+        """The boolean embed mask, `(ny, nx)` (a numpy array: on the host, outside
+        `jit`)."""
         m = np.zeros(self.grid.npix, bool)
         m[np.asarray(self.indices)] = True
         return m.reshape(self.grid.shape)
@@ -219,3 +227,36 @@ class PixelImage(AbstractImageModel, strict=True):
             return vals.reshape(self.grid.shape)
         flat = jnp.zeros(self.grid.npix, vals.dtype).at[self.indices].set(vals)
         return flat.reshape(self.grid.shape)
+
+
+def _mask_indices(mask, grid: ImageGrid) -> np.ndarray:
+    """The flat indices of the free pixels of an embed `mask` (all pixels when
+    `None`), or a clear error naming `mask`."""
+    if mask is None:
+        return np.arange(grid.npix)
+    if not is_concrete(mask):
+        raise TypeError(
+            "`mask` must be concrete (a numpy or JAX array outside `jit`): it fixes "
+            "which pixels are free, part of the model's structure."
+        )
+    mask = np.asarray(mask)
+    if mask.shape != grid.shape or mask.dtype != np.bool_:
+        raise ValueError(
+            f"`mask` must be a boolean array of the grid's shape {grid.shape}, "
+            f"got {mask.dtype} {mask.shape}."
+        )
+    if not mask.any():
+        raise ValueError("`mask` selects no pixel: nothing would be free.")
+    return np.flatnonzero(mask)
+
+
+def _evaluated(name: str, image, grid: ImageGrid):
+    """`image`, or an image model's image (it must be on `grid`)."""
+    if not isinstance(image, AbstractImageModel):
+        return image
+    if not same_grid(image.grid, grid):
+        raise ValueError(
+            f"`{name}` is a {type(image).__name__} on {image.grid!r} but `grid` is "
+            f"{grid!r}: build it on the same grid."
+        )
+    return image()

@@ -13,7 +13,13 @@ from .._validation import (
     scalar_leaf,
 )
 from ._base import AbstractImageModel
-from ._parametric import check_inside, normalised, pixel_offsets, sigma_pixels
+from ._parametric import (
+    check_inside,
+    check_width,
+    normalised,
+    pixel_offsets,
+    sigma_pixels,
+)
 
 
 class RingImage(AbstractImageModel, strict=True):
@@ -72,6 +78,8 @@ class RingImage(AbstractImageModel, strict=True):
         self.flux = scalar_leaf("flux", flux, dtype)
         self.diameter = scalar_leaf("diameter", diameter, dtype, positive=True)
         self.width = scalar_leaf("width", width, dtype, positive=True)
+        check_width("diameter", self.diameter)
+        check_width("width", self.width)
         self.x0 = scalar_leaf("x0", x0, dtype)
         self.y0 = scalar_leaf("y0", y0, dtype)
         self.asymmetry = scalar_leaf("asymmetry", asymmetry, dtype)

@@ -87,7 +87,9 @@ class ShardedChi2(AbstractDataTerm, strict=True):
         objective share the transform).
         """
         if isinstance(term, ShardedChi2):
-            raise TypeError("`term` is already a ShardedChi2: wrap the inner term once.")
+            raise TypeError(
+                "`term` is already a ShardedChi2: wrap the inner term once."
+            )
         if not isinstance(term, AbstractDataTerm):
             raise TypeError(
                 "`term` must be a data term (an `AbstractDataTerm`), got "
@@ -166,9 +168,7 @@ class ShardedChi2(AbstractDataTerm, strict=True):
             pieces[device] = _as_piece(term, rows, live, n, slots)
         proto = next(iter(pieces.values()))
         specs = _row_specs(proto, axis_name)
-        leaves = [
-            jax.tree_util.tree_leaves(piece) for piece in pieces.values()
-        ]
+        leaves = [jax.tree_util.tree_leaves(piece) for piece in pieces.values()]
         spec_leaves = jax.tree_util.tree_leaves(specs, is_leaf=lambda x: x is None)
         devices = list(pieces)
         out = []
@@ -180,7 +180,9 @@ class ShardedChi2(AbstractDataTerm, strict=True):
             shape = (local[0].shape[0] * size, *local[0].shape[1:])
             sharding = NamedSharding(mesh, spec)
             arrays = [jax.device_put(x, d) for x, d in zip(local, devices)]
-            out.append(jax.make_array_from_single_device_arrays(shape, sharding, arrays))
+            out.append(
+                jax.make_array_from_single_device_arrays(shape, sharding, arrays)
+            )
         term = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(proto), out)
         # Already padded and split: the constructor only places the replicated
         # leaves.
@@ -290,4 +292,3 @@ def _row_specs(term: AbstractDataTerm, axis_name: str):
     if term.forward is not None:
         prefixes |= forward_prefixes(term.forward, "forward")
     return split_specs(term, prefixes, axis_name)
-

@@ -14,7 +14,6 @@ visibilities.
 """
 
 import abc
-import math
 from collections.abc import Sequence
 from typing import ClassVar, TypeAlias
 
@@ -25,7 +24,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel, gather_index, take_rows
-from .._grid import ImageGrid
+from .._grid import ImageGrid, same_grid
 from .._image._base import AbstractImageModel
 from .._numerics import asarray
 from .._validation import is_concrete
@@ -50,12 +49,6 @@ def as_image(
             )
         return image()
     return asarray(image)
-
-
-def same_grid(a: ImageGrid, b: ImageGrid) -> bool:
-    """The same pixels: equal shapes and pixel sizes equal to 1e-9 (a grid from
-    `from_fov` and one from `ImageGrid(ny, nx, psize)` may differ by rounding)."""
-    return a.shape == b.shape and math.isclose(a.psize, b.psize, rel_tol=1e-9)
 
 
 def term_grid(term: "AbstractTerm") -> ImageGrid | None:

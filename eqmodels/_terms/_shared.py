@@ -131,9 +131,7 @@ def merge(
     u, v = np.concatenate(us), np.concatenate(vs)
     flip = (u < 0) | ((u == 0) & (v < 0))
     canon = np.stack([np.where(flip, -u, u), np.where(flip, -v, v)], axis=1)
-    _, first, inverse = np.unique(
-        canon, axis=0, return_index=True, return_inverse=True
-    )
+    _, first, inverse = np.unique(canon, axis=0, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     if len(sources) == 1 and first.size == u.size and wrapping is None:
         return None
@@ -166,9 +164,7 @@ def merge(
                 out[p] = x[row[p]]
             gathered.append(asarray(out))
         else:
-            out = jnp.concatenate(
-                [take_rows(x, row[p]) for x, p in zip(flat, parts)]
-            )
+            out = jnp.concatenate([take_rows(x, row[p]) for x, p in zip(flat, parts)])
             gathered.append(out[np.argsort(np.concatenate(parts))])
     forward = eqx.tree_at(
         lambda m: tuple(getattr(m, n) for n in names), proto, tuple(gathered)

@@ -28,7 +28,9 @@ def _pad_group(group: SharedForward, points: int, rows: Sequence[int]) -> Shared
     m = group.n_points
     forward = group.forward
     if points > m:
-        forward = forward.take(np.concatenate([np.arange(m), np.zeros(points - m, int)]))
+        forward = forward.take(
+            np.concatenate([np.arange(m), np.zeros(points - m, int)])
+        )
     index, conj = [], []
     for idx, cj, n in zip(group.index, group.conj, rows):
         k = idx.shape[0]

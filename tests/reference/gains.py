@@ -84,7 +84,9 @@ def smoothness(la, ph, amp_sigma, phase_sigma):
     """`Σ (Δla/σ_a)² + (2 sin(Δφ/2)/σ_φ)²` over consecutive intervals."""
     da = np.diff(la, axis=0)
     dp = np.diff(ph, axis=0)
-    value = np.sum((da / amp_sigma) ** 2) + np.sum((2 * np.sin(dp / 2) / phase_sigma) ** 2)
+    value = np.sum((da / amp_sigma) ** 2) + np.sum(
+        (2 * np.sin(dp / 2) / phase_sigma) ** 2
+    )
     # d/dΔ (2 sin(Δ/2))² = 2 sin(Δ)
     ca = 2 * da / amp_sigma**2
     cp = 2 * np.sin(dp) / phase_sigma**2
