@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
-from ._grid import ImageGrid
+from ._grid import ImageGrid, MAX_PSIZE
 from ._numerics import asarray
 
 
@@ -194,3 +194,23 @@ def check_positive(name: str, x, *, allow_zero: bool = False) -> None:
                 "that contribute nothing use weight 0, never sigma 0)."
             )
         )
+
+
+def check_radians(name: str, angle) -> None:
+    """Refuse a (concrete) angular size above `MAX_PSIZE` radians (3.4 arcmin): a
+    value in µas passed as radians (`40.0` for `uas_to_rad(40.0)`) would otherwise
+    give a flat image or a penalty that swamps every other term."""
+    if is_concrete(angle) and float(angle) > MAX_PSIZE:
+        raise ValueError(
+            f"`{name}` = {float(angle):g} rad is larger than {MAX_PSIZE:g} rad (3.4 "
+            "arcmin): angles are in radians; convert µas with "
+            f"`eqmodels.uas_to_rad` (e.g. `uas_to_rad({float(angle):g})`)."
+        )
+
+
+def check_flag(name: str, value) -> bool:
+    """A `bool` (or numpy bool) switch, refusing anything else (`"no"` would
+    otherwise count as true)."""
+    if not isinstance(value, bool | np.bool_):
+        raise TypeError(f"`{name}` must be True or False, got {value!r}.")
+    return bool(value)

@@ -228,3 +228,28 @@ def test_package_imports_without_matplotlib_and_says_how_to_get_it():
         cwd=str(__import__("pathlib").Path(__file__).parents[1]),
     )
     assert out.returncode == 0, out.stderr
+
+
+def test_bad_arguments_leave_no_figure_open():
+    """Arguments are checked before a figure is made: a failed call must not
+    leave figures behind (they pile up in a notebook or a loop)."""
+    img = np.ones(GRID.shape)
+    plt.close("all")
+    bad_calls = [
+        lambda: em.plot_image(img, GRID, units="Jy/beam"),
+        lambda: em.plot_image(img, GRID, units="Tb"),  # no `freq`
+        lambda: em.plot_image(img, GRID, beam=(10.0, -1.0, 0.0)),
+        lambda: em.plot_images([img, img], GRID, beam=(10.0, -1.0, 0.0)),
+        lambda: em.plot_amplitudes(_data(), np.ones(5) + 0j),
+    ]
+    for call in bad_calls:
+        with pytest.raises((ValueError, TypeError)):
+            call()
+        assert plt.get_fignums() == [], call
+
+
+def test_masked_images_are_refused_not_drawn_as_they_are():
+    img = np.ma.masked_array(np.ones(GRID.shape))
+    img[0, 0] = np.ma.masked
+    with pytest.raises(TypeError, match="masked array.*filled"):
+        em.plot_image(img, GRID)

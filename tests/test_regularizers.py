@@ -2,6 +2,9 @@
 tests/test_terms.py): NaN safety on flat, symmetric and masked images, float32,
 normalisation constants, construction errors."""
 
+import subprocess
+import sys
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -147,6 +150,18 @@ def test_beam_from_uv():
         (lambda: em.Flux(0.0), ValueError, "flux"),
         (lambda: em.GaussianMoments(GRID, 0.0), ValueError, "fwhm_major"),
         (lambda: em.Compactness(GRID, beam=BEAM, normalise=True), ValueError, "flux"),
+        # Angles in µas passed as radians; a switch that is not a bool.
+        (
+            lambda: em.TV(GRID, flux=1.0, beam=20.0, normalise=True),
+            ValueError,
+            "`beam` = 20 rad .*uas_to_rad",
+        ),
+        (lambda: em.GaussianMoments(GRID, 40.0), ValueError, "`fwhm_major` = 40 rad"),
+        (
+            lambda: em.L1(flux=1.0, normalise="no"),
+            TypeError,
+            "normalise",  # (the suite's type checker names it first)
+        ),
     ],
 )
 def test_construction_errors(make, exc, match):
@@ -159,3 +174,72 @@ def test_wrong_image_shape_is_a_clear_error():
         em.TV(GRID)(jnp.ones((8, 8)))
     with pytest.raises(ValueError, match="shape"):
         em.SimpleEntropy(np.ones((4, 4)))(jnp.ones((5, 5)))
+
+
+def test_entropies_of_a_float32_image_survive_a_prior_with_faint_tails():
+    """A Gaussian prior on a wide field reaches 1e-60 at the edges: cast to
+    float32 those pixels were 0, and `I ln(I/0)` made the penalty infinite and
+    its gradient NaN. The float32 value now follows the float64 one."""
+    grid = em.ImageGrid.from_fov(64, 200.0)
+    prior = np.asarray(em.GaussianImage(grid, FLUX, em.uas_to_rad(20.0))())
+    assert prior.min() < 1e-50 and (prior.astype(np.float32) == 0).any()
+    img = np.full(grid.shape, FLUX / grid.npix)
+    for reg in (
+        em.SimpleEntropy(prior, flux=FLUX, normalise=True),
+        em.GullSkillingEntropy(prior),
+    ):
+        v64, g64 = _vg(reg, img)
+        v32, g32 = _vg(reg, img.astype(np.float32))
+        assert np.isfinite(v32) and np.all(np.isfinite(g32)), type(reg).__name__
+        assert_allclose(v32, v64, rtol=1e-5, err=type(reg).__name__)
+        assert_allclose(g32, g64, rtol=1e-4, atol=1e-5 * abs(g64).max())
+
+
+def test_entropy_prior_may_be_an_image_model_and_zero_under_a_mask():
+    model = em.GaussianImage(GRID, FLUX, em.uas_to_rad(12.0))
+    a = em.SimpleEntropy(model)
+    b = em.SimpleEntropy(np.asarray(model()))
+    img = np.asarray(em.GaussianImage(GRID, FLUX, em.uas_to_rad(16.0))())
+    assert float(a(img)) == float(b(img))
+    # Where the prior is 0 the image must be 0 too: the penalty is finite there
+    # (masked pixels), and +inf (the relative entropy's value) where it is not.
+    top_hat = np.where(np.asarray(model()) > 1e-3 * FLUX, np.asarray(model()), 0.0)
+    ent = em.SimpleEntropy(top_hat)
+    on = top_hat > 0
+    v, g = _vg(ent, np.where(on, img, 0.0))
+    assert np.isfinite(v) and np.all(np.isfinite(g))
+    assert float(ent(img)) == np.inf
+
+
+def test_regularizers_refuse_integer_images():
+    ints = np.zeros(GRID.shape, int)
+    ints[0, 0] = 1
+    for reg in (
+        em.Flux(0.6),
+        em.TV(GRID, flux=0.6, beam=BEAM, normalise=True),
+        em.SimpleEntropy(np.ones(GRID.shape)),
+        em.Centroid(GRID),
+    ):
+        with pytest.raises(TypeError, match="image"):  # the suite's type checker
+            reg(ints)
+    assert float(em.Flux(0.6)(ints.astype(float))) == pytest.approx(0.16)
+    # Without the test suite's type checker (as users run it), eqmodels' own check.
+    code = (
+        "import numpy as np, eqmodels as em\n"
+        "try:\n"
+        "    em.Flux(0.6)(np.eye(4, dtype=int))\n"
+        "except TypeError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert "`image` must be a real floating-point array" in out.stdout, out
+
+
+def test_an_objective_refuses_a_prior_of_another_shape():
+    with pytest.raises(ValueError, match="grid of 'tv' is \\(16, 16\\).*'simple' is"):
+        em.TV(GRID) + em.SimpleEntropy(np.ones((32, 32)))
+    with pytest.raises(ValueError, match="prior of 'simple' is \\(16, 16\\)"):
+        em.SimpleEntropy(np.ones((16, 16))) + em.WeightedL1(np.ones((8, 8)))
+    em.TV(GRID) + em.SimpleEntropy(np.ones(GRID.shape))  # the same shape: fine

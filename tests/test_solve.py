@@ -198,6 +198,32 @@ def test_residual_jacobian_chunks_agree():
     assert_allclose(j3, jac, rtol=1e-12)
 
 
+@pytest.mark.parametrize(
+    "solver", [em.GaussNewton(), em.LevenbergMarquardt()], ids=["gn", "lm"]
+)
+def test_least_squares_solvers_take_tsv_and_flux(solver):
+    """TSV and Flux are sums of squares: they give residuals, and Gauss-Newton
+    reaches the same closed-form minimum as the gradient solvers."""
+    obj = _term() + W_TSV * em.TSV(GRID)
+    sol = em.solve(obj, start(), solver, max_steps=50)
+    _, x_star = closed_form()
+    assert_allclose(sol.model.params, x_star, rtol=1e-8)
+    img = np.asarray(start()()) * np.linspace(0.5, 1.5, GRID.npix).reshape(GRID.shape)
+    norm = dict(flux=0.7, beam=3 * GRID.psize, normalise=True)
+    for reg in (
+        em.TSV(GRID),
+        em.TSV(GRID, **norm),
+        em.Flux(0.7),
+        em.Flux(0.7, normalise=True),
+    ):
+        r = np.asarray(reg.residuals(img))
+        assert_allclose(np.sum(r * r), reg(img), rtol=1e-13, err=repr(reg))
+    flux_obj = _term() + 3.0 * em.Flux(0.7)
+    assert_allclose(
+        np.sum(np.asarray(flux_obj.residuals(img)) ** 2), flux_obj(img), rtol=1e-13
+    )
+
+
 def test_least_squares_rejects_terms_without_residuals():
     obj = _term() + em.TV(GRID)
     with pytest.raises(TypeError, match="'tv'.*residuals"):

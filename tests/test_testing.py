@@ -152,6 +152,20 @@ def test_check_grad_fd_passes_and_fails():
         emt.check_grad_fd(vis_term(), IMAGE, grad=2 * good)
 
 
+def test_check_grad_fd_at_a_stationary_point():
+    """Where the gradient is 0 both derivatives are rounding noise (here of
+    `ΣI − F`), which no relative tolerance accepts: `atol` does, and a wrong
+    gradient still fails."""
+    flux = em.Flux(0.6)
+    at_min = np.asarray(IMAGE) * (0.6 / np.sum(IMAGE))
+    assert float(np.abs(jax.grad(flux)(jnp.asarray(at_min))).max()) < 1e-12
+    with pytest.raises(AssertionError, match="directional derivative"):
+        emt.check_grad_fd(flux, at_min)
+    emt.check_grad_fd(flux, at_min, atol=1e-12)
+    with pytest.raises(AssertionError, match="atol 1.0e-12"):
+        emt.check_grad_fd(flux, at_min, grad=np.full(at_min.shape, 1e-3), atol=1e-12)
+
+
 def test_check_transforms_passes_on_correct_terms():
     emt.check_transforms(vis_term(), IMAGE)  # jit, vmap, sharded over 8 devices
     emt.check_transforms(em.TV(GRID), IMAGE, batch=np.stack([IMAGE, 2 * IMAGE]))

@@ -22,6 +22,11 @@ def as_image_array(image, grid, name: str = "image") -> np.ndarray:
                 "pixel size written would not be the model's."
             )
         image = image()
+    if isinstance(image, np.ma.MaskedArray):
+        raise TypeError(
+            f"`{name}` is a masked array: fill it first (`{name}.filled(0.0)`); its "
+            "masked pixels would be used as they are."
+        )
     arr = np.asarray(image)
     if np.iscomplexobj(arr) or not np.issubdtype(arr.dtype, np.number):
         raise TypeError(f"`{name}` must be a real array (Jy/pixel), got {arr.dtype}.")

@@ -6,11 +6,15 @@ from jaxtyping import Array, Float
 from .._custom_types import RealLike
 from .._grid import ImageGrid
 from .._numerics import FWHM_PER_SIGMA
-from .._validation import check_grid, resolve_float_dtype, scalar_leaf
+from .._validation import (
+    check_grid,
+    check_radians,
+    resolve_float_dtype,
+    scalar_leaf,
+)
 from ._base import AbstractImageModel
 from ._parametric import (
     check_inside,
-    check_width,
     normalised,
     pixel_offsets,
     sigma_pixels,
@@ -77,8 +81,8 @@ class GaussianImage(AbstractImageModel, strict=True):
             dtype,
             positive=True,
         )
-        check_width("fwhm", self.fwhm_major)
-        check_width("fwhm_minor", self.fwhm_minor)
+        check_radians("fwhm", self.fwhm_major)
+        check_radians("fwhm_minor", self.fwhm_minor)
         self.angle = scalar_leaf("angle", angle, dtype)
         self.x0 = scalar_leaf("x0", x0, dtype)
         self.y0 = scalar_leaf("y0", y0, dtype)

@@ -3,7 +3,7 @@
 import jax
 import jax.numpy as jnp
 
-from .._grid import ImageGrid, MAX_PSIZE
+from .._grid import ImageGrid
 from .._numerics import asarray
 from .._validation import is_concrete
 
@@ -60,16 +60,4 @@ def check_inside(
             + f" rad, but the grid spans ±{half_x:.4g} (x) and ±{half_y:.4g} (y) rad. "
             "Its flux would be renormalised onto the visible pixels; use a larger "
             "field of view (`ImageGrid.from_fov`) or check the units (radians)."
-        )
-
-
-def check_width(name: str, width) -> None:
-    """Refuse a (concrete) angular size above `MAX_PSIZE` radians (3.4 arcmin): a
-    value in µas passed as radians (`40.0` for `uas_to_rad(40.0)`) would otherwise
-    give a perfectly flat image."""
-    if is_concrete(width) and float(width) > MAX_PSIZE:
-        raise ValueError(
-            f"`{name}` = {float(width):g} rad is larger than {MAX_PSIZE:g} rad (3.4 "
-            "arcmin): angles are in radians; convert µas with "
-            f"`eqmodels.uas_to_rad` (e.g. `uas_to_rad({float(width):g})`)."
         )

@@ -8,6 +8,7 @@ from .._grid import ImageGrid
 from .._numerics import FWHM_PER_SIGMA, safe_sqrt
 from .._validation import (
     check_grid,
+    check_radians,
     is_concrete,
     resolve_float_dtype,
     scalar_leaf,
@@ -15,7 +16,6 @@ from .._validation import (
 from ._base import AbstractImageModel
 from ._parametric import (
     check_inside,
-    check_width,
     normalised,
     pixel_offsets,
     sigma_pixels,
@@ -78,8 +78,8 @@ class RingImage(AbstractImageModel, strict=True):
         self.flux = scalar_leaf("flux", flux, dtype)
         self.diameter = scalar_leaf("diameter", diameter, dtype, positive=True)
         self.width = scalar_leaf("width", width, dtype, positive=True)
-        check_width("diameter", self.diameter)
-        check_width("width", self.width)
+        check_radians("diameter", self.diameter)
+        check_radians("width", self.width)
         self.x0 = scalar_leaf("x0", x0, dtype)
         self.y0 = scalar_leaf("y0", y0, dtype)
         self.asymmetry = scalar_leaf("asymmetry", asymmetry, dtype)

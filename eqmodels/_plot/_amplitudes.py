@@ -41,6 +41,7 @@ def plot_amplitudes(
     **Returns:** the matplotlib `Axes`.
     """
     _check_data(data)
+    vis = None if model is None else model_visibilities(model, grid, data.u, data.v)
     ax = new_axes(ax, figsize=(6.0, 4.0))
     uvd = data.uvdist / 1e9
     amp = np.abs(np.asarray(data.vis))
@@ -55,8 +56,7 @@ def plot_amplitudes(
         color="0.3",
         label="data",
     )
-    if model is not None:
-        vis = model_visibilities(model, grid, data.u, data.v)
+    if vis is not None:
         ax.plot(
             uvd, np.abs(vis), "o", markersize=2.5, color="tab:red", label=model_label
         )

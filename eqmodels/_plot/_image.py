@@ -188,8 +188,10 @@ def plot_image(
     **Returns:** the matplotlib `Axes` (its `images[0]` is the drawn image).
     """
     img, grid = _image_and_grid(image, grid)
+    shown = image_in_units(img, grid, units, freq)  # checked before any figure
+    if beam is not None:
+        _beam_shape(beam)
     ax = new_axes(ax)
-    shown = image_in_units(img, grid, units, freq)
     artist = ax.imshow(
         shown,
         cmap=cmap,
@@ -265,6 +267,8 @@ def plot_images(
     ncols = min(ncols, n)
     nrows = -(-n // ncols)
     shown = [image_in_units(img, g, units, freq) for img, g in pairs]
+    if beam is not None:
+        _beam_shape(beam)  # checked before any figure
     lo = min(float(np.min(s)) for s in shown) if vmin is None else vmin
     hi = max(float(np.max(s)) for s in shown) if vmax is None else vmax
     plt = pyplot()

@@ -10,9 +10,10 @@ from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._custom_types import ArraySequence
 from .._grid import ImageGrid
+from .._image._base import AbstractImageModel
 from .._numerics import asarray
 from .._terms._base import AbstractTerm, as_image, ImageLike, term_grid
-from .._validation import as_real, is_concrete, scalar_leaf
+from .._validation import as_real, check_radians, is_concrete, scalar_leaf
 
 
 class AbstractRegularizer(AbstractTerm, strict=True):
@@ -62,15 +63,21 @@ def norm_args(normalise: bool, flux, beam):
     """`(flux, beam)` as optional positive scalar leaves, both required when
     `normalise` is true."""
     why = "when normalise=True"
-    return (
-        optional_scalar("flux", flux, normalise, why),
-        optional_scalar("beam", beam, normalise, why + " (e.g. `beam_from_uv(u, v)`)"),
+    beam = optional_scalar(
+        "beam", beam, normalise, why + " (e.g. `beam_from_uv(u, v)`)"
     )
+    if beam is not None:
+        check_radians("beam", beam)
+    return optional_scalar("flux", flux, normalise, why), beam
 
 
 def check_prior(
-    prior: Float[ArrayLike, "ny nx"] | ArraySequence, *, nonneg: bool = True
+    prior: Float[ArrayLike, "ny nx"] | ArraySequence | AbstractImageModel,
+    *,
+    nonneg: bool = True,
 ):
+    if isinstance(prior, AbstractImageModel):
+        prior = prior()  # e.g. a GaussianImage: its image
     prior = as_real("prior", prior)
     if is_concrete(prior):
         prior = np.asarray(prior)

@@ -2,9 +2,13 @@
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._custom_types import ArraySequence, RealLike
+from .._image._base import AbstractImageModel
+from .._numerics import asarray
+from .._validation import as_real, check_flag, is_concrete
 from ._base import (
     AbstractRegularizer,
     as_dtype,
@@ -14,13 +18,37 @@ from ._base import (
 )
 
 
-def _log_ratio_terms(image, prior):
+def _log_ratio_terms(image, prior, log_prior):
     """`(ok, I, I ln(I/P))` with `ok = I > 0`; where `I == 0` the last is 0 (the
-    limit) with a zero derivative, so masked-out pixels stay finite."""
+    limit) with a zero derivative, so masked-out pixels stay finite.
+
+    A float64 image uses `ln(I/P)`. A float32 one uses `ln I − ln P` with `ln P`
+    computed when the regularizer was built (in float64 from the prior as given):
+    a prior's faint tails (a Gaussian's reach 1e-60 at a field's edge) flush to 0
+    in float32, where `ln(I/0)` would make the penalty infinite."""
     ok = image > 0
     i_s = jnp.where(ok, image, 1.0)
-    p_s = jnp.where(ok, prior, 1.0)
-    return ok, i_s, jnp.where(ok, i_s * jnp.log(i_s / p_s), 0.0)
+    if image.dtype == jnp.float64:
+        p_s = jnp.where(ok, as_dtype(prior, image), 1.0)
+        log_ratio = jnp.log(i_s / p_s)
+    else:
+        log_ratio = jnp.log(i_s) - jnp.where(ok, as_dtype(log_prior, image), 0.0)
+    return ok, i_s, jnp.where(ok, i_s * log_ratio, 0.0)
+
+
+def _prior_and_log(prior) -> tuple[Float[Array, "ny nx"], Float[Array, "ny nx"]]:
+    """The checked prior and `ln P` (`−inf` where `P = 0`), the latter from the
+    prior as given (float64 on the host when concrete), before any cast."""
+    stored = check_prior(prior)
+    if isinstance(prior, AbstractImageModel):
+        prior = prior()
+    raw = as_real("prior", prior)
+    if is_concrete(raw):
+        with np.errstate(divide="ignore"):
+            log_p = np.log(np.asarray(raw, np.float64))
+    else:
+        log_p = jnp.log(raw)
+    return stored, asarray(log_p, stored.dtype)
 
 
 def _negative_part(image):
@@ -46,29 +74,33 @@ class SimpleEntropy(AbstractRegularizer, strict=True):
     report_name = "simple"
 
     prior: Float[Array, "ny nx"]
+    log_prior: Float[Array, "ny nx"]
     flux: Float[Array, ""] | None
     normalise: bool = eqx.field(static=True)
 
     def __init__(
         self,
-        prior: Float[ArrayLike, "ny nx"] | ArraySequence,
+        prior: Float[ArrayLike, "ny nx"] | ArraySequence | AbstractImageModel,
         *,
         flux: RealLike | None = None,
         normalise: bool = False,
     ):
         """**Arguments:**
 
-        - `prior`: prior image `P` (>= 0), shape `(ny, nx)`.
+        - `prior`: prior image `P` (>= 0), shape `(ny, nx)`, or an image model
+          (its image). Where `P = 0` the image must be 0 too (e.g. outside a
+          [`eqmodels.PixelImage.from_prior`][] mask): a positive pixel there makes
+          the penalty `+inf`.
         - `flux`: target total flux `F` (Jy); needed when `normalise=True`.
         - `normalise`: divide by `F` (eht-imaging's `norm_reg=True`).
         """
-        self.prior = check_prior(prior)
-        self.normalise = bool(normalise)
+        self.prior, self.log_prior = _prior_and_log(prior)
+        self.normalise = check_flag("normalise", normalise)
         self.flux = optional_scalar("flux", flux, self.normalise, "when normalise=True")
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
         check_image_shape(image, self.prior.shape, "SimpleEntropy")
-        _, _, t = _log_ratio_terms(image, as_dtype(self.prior, image))
+        _, _, t = _log_ratio_terms(image, self.prior, self.log_prior)
         out = jnp.sum(t) + _negative_part(image)
         return out / as_dtype(self.flux, image) if self.normalise else out
 
@@ -87,29 +119,33 @@ class GullSkillingEntropy(AbstractRegularizer, strict=True):
     report_name = "gs"
 
     prior: Float[Array, "ny nx"]
+    log_prior: Float[Array, "ny nx"]
     flux: Float[Array, ""] | None
     normalise: bool = eqx.field(static=True)
 
     def __init__(
         self,
-        prior: Float[ArrayLike, "ny nx"] | ArraySequence,
+        prior: Float[ArrayLike, "ny nx"] | ArraySequence | AbstractImageModel,
         *,
         flux: RealLike | None = None,
         normalise: bool = False,
     ):
         """**Arguments:**
 
-        - `prior`: prior image `P` (>= 0), shape `(ny, nx)`.
+        - `prior`: prior image `P` (>= 0), shape `(ny, nx)`, or an image model
+          (its image). Where `P = 0` the image must be 0 too (e.g. outside a
+          [`eqmodels.PixelImage.from_prior`][] mask): a positive pixel there makes
+          the penalty `+inf`.
         - `flux`: target total flux `F` (Jy); needed when `normalise=True`.
         - `normalise`: divide by `F` (eht-imaging's `norm_reg=True`).
         """
-        self.prior = check_prior(prior)
-        self.normalise = bool(normalise)
+        self.prior, self.log_prior = _prior_and_log(prior)
+        self.normalise = check_flag("normalise", normalise)
         self.flux = optional_scalar("flux", flux, self.normalise, "when normalise=True")
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
         check_image_shape(image, self.prior.shape, "GullSkillingEntropy")
         prior = as_dtype(self.prior, image)
-        ok, i_s, t = _log_ratio_terms(image, prior)
+        ok, i_s, t = _log_ratio_terms(image, prior, self.log_prior)
         out = jnp.sum(prior + jnp.where(ok, t - i_s, 0.0)) + _negative_part(image)
         return out / as_dtype(self.flux, image) if self.normalise else out

@@ -5,7 +5,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
 from .._custom_types import RealLike
-from .._validation import scalar_leaf
+from .._terms._base import as_image, ImageLike
+from .._validation import check_flag, scalar_leaf
 from ._base import AbstractRegularizer, as_dtype
 
 
@@ -27,7 +28,7 @@ class Flux(AbstractRegularizer, strict=True):
         - `normalise`: divide by `F²`.
         """
         self.flux = scalar_leaf("flux", flux, positive=True)
-        self.normalise = bool(normalise)
+        self.normalise = check_flag("normalise", normalise)
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
         if image.ndim != 2:
@@ -35,3 +36,14 @@ class Flux(AbstractRegularizer, strict=True):
         f = as_dtype(self.flux, image)
         d = jnp.sum(image) - f
         return d * d / (f * f) if self.normalise else d * d
+
+    def residuals(self, image: ImageLike) -> Float[Array, " 1"]:
+        """`[Σ I − F]` (divided by `F` when normalised): the penalty is its square,
+        so Gauss-Newton and Levenberg-Marquardt take it.
+
+        **Arguments:** `image`, an `(ny, nx)` array or an image model.
+        """
+        img = as_image(image)
+        f = as_dtype(self.flux, img)
+        d = (jnp.sum(img) - f).reshape(1)
+        return d / f if self.normalise else d

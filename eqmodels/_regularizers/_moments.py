@@ -8,7 +8,7 @@ from jaxtyping import Array, Float, Scalar
 from .._custom_types import RealLike
 from .._grid import ImageGrid
 from .._numerics import FWHM_PER_SIGMA
-from .._validation import check_grid, scalar_leaf
+from .._validation import check_flag, check_grid, check_radians, scalar_leaf
 from ._base import (
     AbstractRegularizer,
     as_dtype,
@@ -58,7 +58,7 @@ class Centroid(AbstractRegularizer, strict=True):
         - `normalise`: divide by `b² F²`.
         """
         self.grid = check_grid(grid)
-        self.normalise = bool(normalise)
+        self.normalise = check_flag("normalise", normalise)
         self.flux, self.beam = norm_args(self.normalise, flux, beam)
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
@@ -110,7 +110,7 @@ class Compactness(AbstractRegularizer, strict=True):
         - `normalise`: divide by `F b²`.
         """
         self.grid = check_grid(grid)
-        self.normalise = bool(normalise)
+        self.normalise = check_flag("normalise", normalise)
         self.flux, self.beam = norm_args(self.normalise, flux, beam)
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
@@ -157,7 +157,7 @@ class Compactness2(AbstractRegularizer, strict=True):
         - `normalise`: divide by `F² b²`.
         """
         self.grid = check_grid(grid)
-        self.normalise = bool(normalise)
+        self.normalise = check_flag("normalise", normalise)
         self.flux, self.beam = norm_args(self.normalise, flux, beam)
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
@@ -213,6 +213,8 @@ class GaussianMoments(AbstractRegularizer, strict=True):
             fwhm_major if fwhm_minor is None else fwhm_minor,
             positive=True,
         )
+        check_radians("fwhm_major", self.fwhm_major)
+        check_radians("fwhm_minor", self.fwhm_minor)
         self.angle = scalar_leaf("angle", angle)
 
     def target_covariance(self):

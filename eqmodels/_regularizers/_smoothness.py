@@ -8,7 +8,8 @@ from jaxtyping import Array, Float, Scalar
 from .._custom_types import RealLike
 from .._grid import ImageGrid
 from .._numerics import safe_sqrt
-from .._validation import check_grid
+from .._terms._base import as_image, ImageLike
+from .._validation import check_flag, check_grid
 from ._base import (
     AbstractRegularizer,
     as_dtype,
@@ -69,7 +70,7 @@ class TV(AbstractRegularizer, strict=True):
         """
         self.grid = check_grid(grid)
         self.eps = check_eps(eps)
-        self.normalise = bool(normalise)
+        self.normalise = check_flag("normalise", normalise)
         self.flux, self.beam = norm_args(self.normalise, flux, beam)
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
@@ -113,7 +114,7 @@ class TSV(AbstractRegularizer, strict=True):
         - `normalise`: divide by `p⁴ F² / b⁴`.
         """
         self.grid = check_grid(grid)
-        self.normalise = bool(normalise)
+        self.normalise = check_flag("normalise", normalise)
         self.flux, self.beam = norm_args(self.normalise, flux, beam)
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
@@ -125,3 +126,20 @@ class TSV(AbstractRegularizer, strict=True):
         f = as_dtype(self.flux, image)
         pb = self.grid.psize / as_dtype(self.beam, image)
         return out / (pb**4 * f * f)
+
+    def _norm(self, image):
+        """`p² F / b²`: the square root of the normalisation."""
+        pb = self.grid.psize / as_dtype(self.beam, image)
+        return pb * pb * as_dtype(self.flux, image)
+
+    def residuals(self, image: ImageLike) -> Float[Array, " m"]:
+        """The differences (divided by `p² F / b²` when normalised): the penalty is
+        their sum of squares, so Gauss-Newton and Levenberg-Marquardt take it.
+
+        **Arguments:** `image`, an `(ny, nx)` array or an image model.
+        """
+        img = as_image(image, self.grid)
+        check_image_shape(img, self.grid.shape, "TSV")
+        d_row, d_col = forward_differences(img)
+        r = jnp.concatenate([d_row.reshape(-1), d_col.reshape(-1)])
+        return r / self._norm(img) if self.normalise else r

@@ -6,8 +6,9 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._custom_types import ArraySequence, RealLike
+from .._image._base import AbstractImageModel
 from .._numerics import safe_sqrt
-from .._validation import is_concrete
+from .._validation import check_flag, is_concrete
 from ._base import (
     AbstractRegularizer,
     as_dtype,
@@ -36,7 +37,7 @@ class L1(AbstractRegularizer, strict=True):
         - `flux`: target total flux `F` (Jy); needed when `normalise=True`.
         - `normalise`: divide by `F`.
         """
-        self.normalise = bool(normalise)
+        self.normalise = check_flag("normalise", normalise)
         self.flux = optional_scalar("flux", flux, self.normalise, "when normalise=True")
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
@@ -59,7 +60,10 @@ class WeightedL1(AbstractRegularizer, strict=True):
     eps: float = eqx.field(static=True)
 
     def __init__(
-        self, prior: Float[ArrayLike, "ny nx"] | ArraySequence, *, eps: float = 1e-10
+        self,
+        prior: Float[ArrayLike, "ny nx"] | ArraySequence | AbstractImageModel,
+        *,
+        eps: float = 1e-10,
     ):
         """**Arguments:**
 

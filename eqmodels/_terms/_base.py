@@ -48,7 +48,14 @@ def as_image(
                 "(same shape and pixel size), or the term on the model's."
             )
         return image()
-    return asarray(image)
+    arr = asarray(image)
+    if not jnp.issubdtype(arr.dtype, jnp.floating):
+        raise TypeError(
+            f"`image` must be a real floating-point array (Jy/pixel), got {arr.dtype}: "
+            "cast it first (`image.astype(float)`); an integer image would turn the "
+            "terms' constants into integers."
+        )
+    return arr
 
 
 def term_grid(term: "AbstractTerm") -> ImageGrid | None:
@@ -370,6 +377,21 @@ def _check_one_grid(names, terms, groups) -> None:
                 )
         if not seen:
             seen.append((grid, name))
+    # Regularizers that hold a prior image (entropies, weighted L1) but no grid.
+    shapes = [(seen[0][0].shape, f"the grid of {seen[0][1]!r}")] if seen else []
+    for name, t in zip(names, terms):
+        prior = getattr(t, "prior", None)
+        if getattr(prior, "ndim", 0) != 2:
+            continue
+        shape = tuple(prior.shape)
+        for other, what in shapes[:1]:
+            if shape != other:
+                raise ValueError(
+                    f"`terms` disagree on the image shape: {what} is {other} (ny, nx) "
+                    f"but the prior of {name!r} is {shape}; build every prior on the "
+                    "objective's grid."
+                )
+        shapes.append((shape, f"the prior of {name!r}"))
 
 
 def objective_grid(objective: "Objective") -> ImageGrid | None:
