@@ -148,3 +148,66 @@ def test_nufft_finufft_options():
         em.NUFFT(grid, u, v, opts=Opts(modeord=True))
     with pytest.raises(TypeError, match="opts"):
         em.NUFFT(grid, u, v, opts={"nthreads": 1})
+
+
+def test_nufft_refuses_forward_mode_with_a_message_instead_of_exhausting_memory():
+    """`jax.hessian` (forward over reverse) through the jax-finufft NUFFT
+    re-entered its batching rule until XLA tried to allocate 64 GiB; forward mode
+    and second derivatives now raise at once, naming what works."""
+    grid = em.ImageGrid(4, 4, em.uas_to_rad(2.0))
+    u, v = np.linspace(-2e9, 2e9, 20), np.linspace(1e9, -3e9, 20)
+    nufft = em.NUFFT(grid, u, v, backend="finufft")
+    direct = em.DirectFT(grid, u, v)
+    x = jnp.ones(grid.shape)
+
+    def loss(model, img):
+        return jnp.sum(jnp.abs(model(img)) ** 2)
+
+    for attempt in (
+        lambda: jax.hessian(lambda y: loss(nufft, y))(x),
+        lambda: jax.jit(jax.jacfwd(jax.grad(lambda y: loss(nufft, y))))(x),
+        lambda: jax.grad(lambda y: jnp.vdot(jax.grad(lambda z: loss(nufft, z))(y), x))(
+            x
+        ),
+    ):
+        with pytest.raises(NotImplementedError, match="SeparableFT.*DirectFT"):
+            attempt()
+    # First-order reverse mode, also batched, is unaffected.
+    g = jax.jit(jax.vmap(jax.grad(lambda y: loss(nufft, y))))(jnp.stack([x, 2 * x]))
+    want = jax.vmap(jax.grad(lambda y: loss(direct, y)))(jnp.stack([x, 2 * x]))
+    assert_allclose(g, want, rtol=1e-9, atol=1e-9 * float(jnp.abs(want).max()))
+
+
+def test_points_are_data_traced_or_not():
+    """A NUFFT built from traced points has zero derivatives with respect to them
+    (it returned a partial, wrong one: the pulse factor's); DirectFT and
+    SeparableFT, which build matrices on the host, refuse traced points with a
+    message; a float32 model's `.at` keeps float32 with traced points."""
+    grid = em.ImageGrid(6, 6, em.uas_to_rad(3.0))
+    u, v = random_points(grid, 9, seed=3)
+    img = jnp.asarray(random_image(grid))
+
+    def loss(uu):
+        return jnp.sum(jnp.abs(em.NUFFT(grid, uu, v)(img) - 1.0) ** 2)
+
+    assert float(jnp.abs(jax.grad(loss)(jnp.asarray(u))).max()) == 0.0
+    for cls in (em.DirectFT, em.SeparableFT):
+        with pytest.raises(TypeError, match="cannot be traced.*NUFFT"):
+            jax.jit(lambda uu, cls=cls: cls(grid, uu, v)(img))(jnp.asarray(u))
+    m32 = em.NUFFT(grid, u, v, dtype=jnp.float32)
+    out = jax.jit(lambda uu, vv: m32.at(uu, vv)(img.astype(jnp.float32)))(
+        jnp.asarray(u), jnp.asarray(v)
+    )
+    assert out.dtype == jnp.complex64
+    assert_allclose(out, m32(img.astype(jnp.float32)), rtol=1e-5, atol=1e-5)
+
+
+def test_small_forward_model_errors():
+    grid = em.ImageGrid(4, 4, em.uas_to_rad(3.0))
+    with pytest.raises(ValueError, match="points are 0-d"):
+        em.DirectFT(grid, 1e9, 2e9).take([0])
+    with pytest.raises(TypeError, match="`backend`, `opts` are options of the NUFFT"):
+        em.make_forward("direct", grid, [1e9], [2e9], opts=None, backend="auto")
+    with pytest.raises(TypeError, match="cast the image") as info:
+        em.DirectFT(grid, [1e9], [2e9])(jnp.ones(grid.shape, jnp.bfloat16))
+    assert "dtype=jnp.bfloat16" not in str(info.value)

@@ -94,3 +94,28 @@ def test_sharded_forward_keeps_the_shape_of_points(mesh, name):
     assert_allclose(
         em.ClosurePhaseChi2(sharded, cphase, sigma)(img), plain(img), rtol=1e-12
     )
+
+
+def test_gradient_on_an_explicit_mesh_under_jit_or_set_mesh():
+    """`jax.make_mesh` gives Explicit axes: a gradient through `ShardedForward` is
+    taken under `jit` or inside `jax.set_mesh(mesh)` (as sharding.md says), and
+    equals the single-device one."""
+    explicit = jax.make_mesh(
+        (4,), ("rows",), axis_types=(jax.sharding.AxisType.Explicit,),
+        devices=jax.devices()[:4],
+    )  # fmt: skip
+    grid = em.ImageGrid(8, 10, em.uas_to_rad(3.0))
+    u, v = random_points(grid, 22, seed=5)
+    inner = em.DirectFT(grid, u, v)
+    sharded = em.ShardedForward(inner, explicit)
+    img = jnp.asarray(random_image(grid))
+
+    def loss(model, x):
+        return jnp.sum(jnp.abs(model(x)) ** 2)
+
+    want = jax.grad(loss, argnums=1)(inner, img)
+    got_jit = jax.jit(jax.grad(loss, argnums=1))(sharded, img)
+    with jax.set_mesh(explicit):
+        got_eager = jax.grad(loss, argnums=1)(sharded, img)
+    for got in (got_jit, got_eager):
+        assert_allclose(got, want, rtol=1e-12, atol=1e-12 * float(jnp.abs(want).max()))

@@ -82,6 +82,11 @@ class AbstractForwardModel(eqx.Module, strict=True):
                 "`AbstractForwardModel`) or rebuild the model with `at(u, v)`."
             )
         shape = tuple(self.u.shape)
+        if not shape:
+            raise ValueError(
+                "`take` gathers along the points' leading axis, but this model's "
+                "points are 0-d (one point): build it with `u`, `v` of shape (1,)."
+            )
         idx = gather_index(index, shape[0], "index")
         if len(shape) == 1:
             flat = idx
@@ -121,8 +126,8 @@ class AbstractForwardModel(eqx.Module, strict=True):
         if image.dtype != self.dtype:
             other = (
                 f" or build the model with `dtype=jnp.{image.dtype}`"
-                if jnp.issubdtype(image.dtype, jnp.floating)
-                else ""  # an integer/bool model dtype does not exist
+                if image.dtype in (jnp.float32, jnp.float64)
+                else ""  # integer, bool, float16 or bfloat16 models do not exist
             )
             raise TypeError(
                 f"`image` is {image.dtype} but the model computes in {self.dtype}; "
@@ -142,10 +147,23 @@ def prepare_points(grid, u, v, dtype):
     v = as_real("v", v)
     check_same_shape(("u", "v"), u, v)
     check_nonempty("u", u)
-    if is_concrete(u):
+    if is_concrete(u) and is_concrete(v):
         u = np.asarray(u, dtype)
         v = np.asarray(v, dtype)
+    else:  # traced: the model's dtype all the same (a float32 model's `.at`)
+        u = jnp.asarray(u, dtype)
+        v = jnp.asarray(v, dtype)
     return u, v, dtype
+
+
+def require_concrete_points(u, v, who: str) -> None:
+    """Refuse traced points for models that build their matrices on the host."""
+    if not (is_concrete(u) and is_concrete(v)):
+        raise TypeError(
+            f"{who} builds its matrices from `u`, `v` on the host, so the points "
+            "cannot be traced: build the model outside `jit`/`vmap` (and pass it in), "
+            "or use `NUFFT`, which takes traced points."
+        )
 
 
 def check_pulse(pulse):

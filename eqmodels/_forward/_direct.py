@@ -9,7 +9,12 @@ from .._custom_types import PointsLike
 from .._grid import ImageGrid
 from .._numerics import asarray
 from .._pulse import AbstractPulse
-from ._base import AbstractForwardModel, check_pulse, prepare_points
+from ._base import (
+    AbstractForwardModel,
+    check_pulse,
+    prepare_points,
+    require_concrete_points,
+)
 from ._separable import separable_factors
 
 
@@ -83,6 +88,7 @@ class DirectFT(AbstractForwardModel, strict=True):
         - `dtype`: `float32` or `float64`; default from `u`, `v`.
         """
         u, v, dtype = prepare_points(grid, u, v, dtype)
+        require_concrete_points(u, v, "DirectFT")
         self.pulse = check_pulse(pulse)
         self.grid = grid
         a_re, a_im = dft_matrix_parts(grid, u, v, self.pulse, dtype)

@@ -11,6 +11,12 @@ batching rules.
   multi-transform call (the fast path FINUFFT offers); batched points fall back to a
   `lax.map`. This works on jax versions with or without that bug.
 
+- Forward mode: not supported. A `custom_vmap` function re-enters its own batching
+  rule under a batched JVP (`jax.hessian`, `jacfwd` of a gradient), which broadcast
+  the image once more at every level until XLA tried to allocate tens of GiB; the
+  raw transforms therefore carry a `custom_jvp` that refuses forward mode with a
+  message saying what works instead.
+
 The operations are cached per `(eps, ny, nx, opts)` so that `jit` sees the same function
 objects on every call (no recompilation).
 """
@@ -22,6 +28,24 @@ import jax.numpy as jnp
 
 
 _IFLAG = -1
+
+FORWARD_MODE_MESSAGE = (
+    "NUFFT supports reverse-mode derivatives of first order (`jax.grad`, "
+    "`jax.vjp`, `jax.jacrev`, under `jit` and `vmap`), not forward mode (`jax.jvp`, "
+    "`jax.jacfwd`, `jax.hessian`, a gradient of a gradient). Use `SeparableFT` or "
+    "`DirectFT` (the same numbers, every transform) for those."
+)
+
+
+def _reverse_mode_only(op):
+    """`op` with a JVP rule that refuses forward mode (see the module docstring)."""
+    op = jax.custom_jvp(op)
+
+    @op.defjvp
+    def _jvp(primals, tangents):
+        raise NotImplementedError(FORWARD_MODE_MESSAGE)
+
+    return op
 
 
 def _broadcast_batch(axis_size, batched, args):
@@ -73,6 +97,9 @@ def centred_ops(eps: float, ny: int, nx: int, opts=None):
             return type1(c, py, px), True
         c, py, px = _broadcast_batch(axis_size, in_batched, (c, py, px))
         return jax.lax.map(lambda a: type1(*a), (c, py, px)), True
+
+    type2 = _reverse_mode_only(type2)
+    type1 = _reverse_mode_only(type1)
 
     @jax.custom_vjp
     def transform(f, py, px):

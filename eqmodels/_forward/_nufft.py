@@ -129,6 +129,13 @@ class NUFFT(AbstractForwardModel, strict=True):
 
     Points must lie inside the grid's Nyquist limit, `|u|·psize < 1/2` and
     `|v|·psize < 1/2`: beyond it the image grid cannot represent the data.
+
+    **Derivatives.** With the jax-finufft backend: reverse mode of first order
+    (`jax.grad`, `jax.vjp`, `jax.jacrev`); forward mode (`jax.jvp`, `jax.jacfwd`,
+    `jax.hessian`) and a gradient of a gradient raise an error that says so —
+    use [`eqmodels.SeparableFT`][] or [`eqmodels.DirectFT`][] (the same numbers)
+    there. The points are data: a model built from traced `u`, `v` has zero
+    derivatives with respect to them.
     """
 
     grid: ImageGrid
@@ -227,6 +234,8 @@ class NUFFT(AbstractForwardModel, strict=True):
         xp = np if is_concrete(u) else jnp
         u64 = xp.reshape(xp.asarray(u, np.float64 if xp is np else None), (-1,))
         v64 = xp.reshape(xp.asarray(v, np.float64 if xp is np else None), (-1,))
+        if xp is jnp:  # traced points are data: no derivative (the transform's is 0)
+            u64, v64 = jax.lax.stop_gradient(u64), jax.lax.stop_gradient(v64)
         psize = grid.psize
         shift = xp.zeros_like(u64)
         if grid.nx % 2 == 0:

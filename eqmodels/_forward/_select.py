@@ -39,9 +39,12 @@ def make_forward(
             f"`forward` must be one of {tuple(FORWARD_KINDS)}, got {kind!r}."
         )
     cls = FORWARD_KINDS[kind]
-    if "eps" in kwargs and cls is not NUFFT:
+    nufft_only = sorted({"eps", "opts", "backend"} & set(kwargs))
+    if nufft_only and cls is not NUFFT:
+        names = ", ".join(f"`{n}`" for n in nufft_only)
         raise TypeError(
-            f"`eps` is an option of the NUFFT only; `forward={kind!r}` is exact."
+            f"{names} {'is an option' if len(nufft_only) == 1 else 'are options'} of "
+            f"the NUFFT only; `forward={kind!r}` is exact."
         )
     # Lists and tuples become numpy arrays here, so the models see arrays.
     u, v = (

@@ -9,7 +9,12 @@ from .._custom_types import PointsLike
 from .._grid import ImageGrid
 from .._numerics import asarray
 from .._pulse import AbstractPulse
-from ._base import AbstractForwardModel, check_pulse, prepare_points
+from ._base import (
+    AbstractForwardModel,
+    check_pulse,
+    prepare_points,
+    require_concrete_points,
+)
 
 
 _HIGHEST = jax.lax.Precision.HIGHEST
@@ -74,6 +79,7 @@ class SeparableFT(AbstractForwardModel, strict=True):
         - `dtype`: `float32` or `float64`; default from `u`, `v`.
         """
         u, v, dtype = prepare_points(grid, u, v, dtype)
+        require_concrete_points(u, v, "SeparableFT")
         self.pulse = check_pulse(pulse)
         self.grid = grid
         cx, sx, cy, sy, p = separable_factors(grid, u, v, self.pulse)
