@@ -39,9 +39,9 @@ def _log_ratio_terms(image, prior, log_prior):
 def _prior_and_log(prior) -> tuple[Float[Array, "ny nx"], Float[Array, "ny nx"]]:
     """The checked prior and `ln P` (`−inf` where `P = 0`), the latter from the
     prior as given (float64 on the host when concrete), before any cast."""
-    stored = check_prior(prior)
     if isinstance(prior, AbstractImageModel):
-        prior = prior()
+        prior = prior()  # evaluated once, for both
+    stored = check_prior(prior)
     raw = as_real("prior", prior)
     if is_concrete(raw):
         with np.errstate(divide="ignore"):
@@ -90,7 +90,8 @@ class SimpleEntropy(AbstractRegularizer, strict=True):
         - `prior`: prior image `P` (>= 0), shape `(ny, nx)`, or an image model
           (its image). Where `P = 0` the image must be 0 too (e.g. outside a
           [`eqmodels.PixelImage.from_prior`][] mask): a positive pixel there makes
-          the penalty `+inf`.
+          the penalty `+inf`. `ln P` is kept beside `P` (for float32 images), so
+          change the prior by building a new entropy, not with `eqx.tree_at`.
         - `flux`: target total flux `F` (Jy); needed when `normalise=True`.
         - `normalise`: divide by `F` (eht-imaging's `norm_reg=True`).
         """
@@ -135,7 +136,8 @@ class GullSkillingEntropy(AbstractRegularizer, strict=True):
         - `prior`: prior image `P` (>= 0), shape `(ny, nx)`, or an image model
           (its image). Where `P = 0` the image must be 0 too (e.g. outside a
           [`eqmodels.PixelImage.from_prior`][] mask): a positive pixel there makes
-          the penalty `+inf`.
+          the penalty `+inf`. `ln P` is kept beside `P` (for float32 images), so
+          change the prior by building a new entropy, not with `eqx.tree_at`.
         - `flux`: target total flux `F` (Jy); needed when `normalise=True`.
         - `normalise`: divide by `F` (eht-imaging's `norm_reg=True`).
         """
