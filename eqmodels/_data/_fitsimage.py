@@ -5,8 +5,8 @@ import os
 
 import numpy as np
 
-from .._grid import ImageGrid, same_grid
-from .._image._base import AbstractImageModel
+from .._grid import ImageGrid
+from .._image._base import evaluated_on
 from ._uvfits import import_astropy_fits
 
 
@@ -14,14 +14,13 @@ def as_image_array(image, grid, name: str = "image") -> np.ndarray:
     """A real, finite float64 numpy image of `grid`'s shape (an image model is
     evaluated, and must be on `grid`), or a clear error naming `name`. Shared by FITS
     output and plots."""
-    if isinstance(image, AbstractImageModel):
-        if not same_grid(image.grid, grid):
-            raise ValueError(
-                f"`{name}` is a {type(image).__name__} on {image.grid!r} but `grid` "
-                f"is {grid!r}: pass the model's own grid (`{name}.grid`), or the "
-                "pixel size written would not be the model's."
-            )
-        image = image()
+    image = evaluated_on(
+        image,
+        grid,
+        name,
+        f"`grid` is {grid!r}: pass the model's own grid (`{name}.grid`), or the "
+        "pixel size written would not be the model's.",
+    )
     if isinstance(image, np.ma.MaskedArray):
         raise TypeError(
             f"`{name}` is a masked array: fill it first (`{name}.filled(0.0)`); its "

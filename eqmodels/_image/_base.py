@@ -5,7 +5,7 @@ import abc
 import equinox as eqx
 from jaxtyping import Array, Float
 
-from .._grid import ImageGrid
+from .._grid import ImageGrid, same_grid
 
 
 class AbstractImageModel(eqx.Module, strict=True):
@@ -23,3 +23,16 @@ class AbstractImageModel(eqx.Module, strict=True):
     @abc.abstractmethod
     def __call__(self) -> Float[Array, "ny nx"]:
         """**Returns:** the image, shape `(ny, nx)`, Jy/pixel."""
+
+
+def evaluated_on(image, grid: ImageGrid | None, name: str, fix: str):
+    """`image()` for an image model on `grid` (the same pixels; any grid when
+    `grid` is None); anything else is returned as it is. A model on another grid
+    raises `ValueError("`name` is a <Model> on <its grid> but " + fix)`."""
+    if not isinstance(image, AbstractImageModel):
+        return image
+    if grid is not None and not same_grid(image.grid, grid):
+        raise ValueError(
+            f"`{name}` is a {type(image).__name__} on {image.grid!r} but {fix}"
+        )
+    return image()

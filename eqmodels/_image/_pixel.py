@@ -10,13 +10,14 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int, Real
 
 from .._custom_types import ArraySequence
-from .._grid import ImageGrid, same_grid
+from .._grid import ImageGrid
 from .._numerics import asarray
 from .._validation import as_real, check_grid, is_concrete, resolve_float_dtype
-from ._base import AbstractImageModel
+from ._base import AbstractImageModel, evaluated_on
 
 
 _TRANSFORMS = ("log", "identity")
+_SAME_GRID = "`grid` is {!r}: build it on the same grid."
 
 
 class PixelImage(AbstractImageModel, strict=True):
@@ -102,7 +103,7 @@ class PixelImage(AbstractImageModel, strict=True):
         - `grid`, `transform`, `mask`, `dtype`: as for the constructor.
         """
         check_grid(grid)
-        image = _evaluated("image", image, grid)
+        image = evaluated_on(image, grid, "image", _SAME_GRID.format(grid))
         indices = _mask_indices(mask, grid)
         # The dtype comes from the input as given (`as_real` computes in float64).
         dtype = resolve_float_dtype(dtype, image)
@@ -167,8 +168,12 @@ class PixelImage(AbstractImageModel, strict=True):
         - `transform`, `dtype`: as for the constructor.
         """
         check_grid(grid)
-        prior = _evaluated("prior", prior, grid)
-        init = None if init is None else _evaluated("init", init, grid)
+        prior = evaluated_on(prior, grid, "prior", _SAME_GRID.format(grid))
+        init = (
+            None
+            if init is None
+            else evaluated_on(init, grid, "init", _SAME_GRID.format(grid))
+        )
         for name, x in (("prior", prior), ("init", init)):
             if x is not None and not is_concrete(x):
                 raise TypeError(
@@ -248,15 +253,3 @@ def _mask_indices(mask, grid: ImageGrid) -> np.ndarray:
     if not mask.any():
         raise ValueError("`mask` selects no pixel: nothing would be free.")
     return np.flatnonzero(mask)
-
-
-def _evaluated(name: str, image, grid: ImageGrid):
-    """`image`, or an image model's image (it must be on `grid`)."""
-    if not isinstance(image, AbstractImageModel):
-        return image
-    if not same_grid(image.grid, grid):
-        raise ValueError(
-            f"`{name}` is a {type(image).__name__} on {image.grid!r} but `grid` is "
-            f"{grid!r}: build it on the same grid."
-        )
-    return image()

@@ -25,7 +25,7 @@ from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel, gather_index, take_rows
 from .._grid import ImageGrid, same_grid
-from .._image._base import AbstractImageModel
+from .._image._base import AbstractImageModel, evaluated_on
 from .._numerics import asarray
 from .._validation import is_concrete
 from ._shared import merge, raw_source, share_key, SharedForward, unwrap
@@ -41,13 +41,13 @@ def as_image(
     """An image array from an image array or an image model; an image model must be
     on `grid` (when given; grids are static, so this is checked at trace time)."""
     if isinstance(image, AbstractImageModel):
-        if grid is not None and not same_grid(image.grid, grid):
-            raise ValueError(
-                f"`image` is a {type(image).__name__} on {image.grid!r} but the term "
-                f"is built on {grid!r}: build the image model on the term's grid "
-                "(same shape and pixel size), or the term on the model's."
-            )
-        return image()
+        return evaluated_on(
+            image,
+            grid,
+            "image",
+            f"the term is built on {grid!r}: build the image model on the term's "
+            "grid (same shape and pixel size), or the term on the model's.",
+        )
     arr = asarray(image)
     if not jnp.issubdtype(arr.dtype, jnp.floating):
         raise TypeError(
