@@ -3,6 +3,7 @@ modules on JAX."""
 
 import importlib.metadata as _metadata
 
+from ._forward._aliasing import AliasingWarning as AliasingWarning
 from ._forward._base import AbstractForwardModel as AbstractForwardModel
 from ._forward._direct import DirectFT as DirectFT
 from ._forward._nufft import NUFFT as NUFFT
@@ -176,6 +177,7 @@ __all__ = [
     "AbstractSolver",
     "AbstractTerm",
     "Adam",
+    "AliasingWarning",
     "add_fractional_noise",
     "add_systematic_noise",
     "AmpChi2",

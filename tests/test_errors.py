@@ -1,5 +1,7 @@
 """Bad input raises a clear error at construction (or at trace time, for the image)."""
 
+import warnings
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -61,15 +63,35 @@ def test_bad_image_at_call(name):
         eqx.filter_jit(lambda m, x: m(x))(model, jnp.ones((8, 8), jnp.float32))
 
 
-def test_nufft_nyquist_and_eps():
+@pytest.mark.parametrize("name", FORWARDS)
+def test_points_beyond_nyquist_warn_and_stay_exact(name):
+    """Every forward model takes points beyond the grid's Nyquist limit with an
+    `AliasingWarning` (none just inside it), and computes them exactly: the
+    same numbers as the plain-numpy DFT, on each axis and far beyond (7.3×)."""
+    from tests.reference.numpy_ft import dft_matrix
+
     lim = GRID.max_uv
-    with pytest.raises(ValueError, match="Nyquist"):
-        em.NUFFT(GRID, np.array([0.0, lim]), np.array([0.0, 0.0]))
-    with pytest.raises(ValueError, match="Nyquist"):
-        em.NUFFT(GRID, np.array([0.0, 0.0]), np.array([0.0, -1.01 * lim]))
-    em.NUFFT(GRID, np.array([0.0, 0.999 * lim]), np.array([0.0, 0.0]))
-    # The dense models have no such limit (they compute the exact DFT anywhere).
-    em.DirectFT(GRID, np.array([0.0, 2 * lim]), np.array([0.0, 0.0]))
+    make = FORWARDS[name]
+    inside = (np.array([0.0, 0.999 * lim]), np.array([0.0, -0.999 * lim]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make(GRID, *inside)
+    img = np.random.default_rng(3).uniform(0.0, 1.0, GRID.shape)
+    for u, v, count in [
+        (np.array([0.0, lim]), np.array([0.0, 0.0]), "1 of 2"),
+        (np.array([0.0, 0.3 * lim, 0.0]), np.array([0.0, 0.0, -1.01 * lim]), "1 of 3"),
+        (np.array([2.0, 7.3, 0.2]) * lim, np.array([-1.3, 0.4, 3.1]) * lim, "3 of 3"),
+    ]:
+        with pytest.warns(em.AliasingWarning, match=f"{count} \\(u, v\\) points"):
+            model = make(GRID, u, v)
+        want = dft_matrix(GRID.ny, GRID.nx, GRID.psize, u, v) @ img.ravel()
+        tol = 1e-11 if name == "nufft" else 1e-13
+        assert np.abs(np.asarray(model(jnp.asarray(img))) - want).max() <= tol * (
+            np.abs(want).max()
+        )
+
+
+def test_nufft_eps():
     with pytest.raises(ValueError, match="eps"):
         em.NUFFT(GRID, U, V, eps=0.0)
     with pytest.raises(ValueError, match="eps"):

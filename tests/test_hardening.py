@@ -29,11 +29,11 @@ def test_points_take_lists_tuples_and_arrays():
     from eqmodels._forward._base import prepare_points
 
     for conv in (lambda a: a.tolist(), lambda a: tuple(a.tolist()), jnp.asarray):
-        u, v, dtype = prepare_points(GRID, conv(U), conv(V), None)
+        u, v, dtype = prepare_points(GRID, conv(U), conv(V), None, "test")
         assert dtype == np.float64
         assert_allclose(u, U, rtol=0)
         assert_allclose(v, V, rtol=0)
-    u, v, dtype = prepare_points(GRID, [0, 1], (2, 3), None)  # integers
+    u, v, dtype = prepare_points(GRID, [0, 1], (2, 3), None, "test")  # integers
     assert dtype == np.float64 and u.dtype == np.float64
 
 
@@ -485,7 +485,9 @@ def test_zero_weights_switch_terms_off_and_traced_weights_pass():
 @pytest.mark.parametrize(
     "build",
     [
-        lambda: _AMP + em.AmpChi2(em.DirectFT(GRID_5, U, V), np.ones(10), _ONES),
+        lambda: (
+            _AMP + em.AmpChi2(em.DirectFT(GRID_5, 0.7 * U, 0.7 * V), np.ones(10), _ONES)
+        ),
         lambda: _AMP + em.TV(GRID_5),
         lambda: (_AMP + 2 * _TV) + em.Centroid(GRID_5),
         lambda: em.Objective([em.TV(GRID_5), _AMP]),

@@ -23,6 +23,7 @@ from .._validation import (
     is_concrete,
     resolve_float_dtype,
 )
+from ._aliasing import warn_beyond_nyquist
 
 
 class AbstractForwardModel(eqx.Module, strict=True):
@@ -136,8 +137,10 @@ class AbstractForwardModel(eqx.Module, strict=True):
         return image
 
 
-def prepare_points(grid, u, v, dtype):
-    """Validate the constructor arguments shared by every forward model.
+def prepare_points(grid, u, v, dtype, who: str):
+    """Validate the constructor arguments shared by every forward model (`who`
+    names it in messages); warn (`AliasingWarning`) about concrete points beyond
+    the grid's Nyquist limit.
 
     Returns `(u, v, dtype)` with `u`, `v` as numpy arrays of `dtype` (or tracers).
     """
@@ -150,6 +153,7 @@ def prepare_points(grid, u, v, dtype):
     if is_concrete(u) and is_concrete(v):
         u = np.asarray(u, dtype)
         v = np.asarray(v, dtype)
+        warn_beyond_nyquist(grid, u, v, who)
     else:  # traced: the model's dtype all the same (a float32 model's `.at`)
         u = jnp.asarray(u, dtype)
         v = jnp.asarray(v, dtype)

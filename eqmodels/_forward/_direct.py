@@ -87,7 +87,7 @@ class DirectFT(AbstractForwardModel, strict=True):
         - `pulse`: pixel pulse, default [`eqmodels.TrianglePulse`][].
         - `dtype`: `float32` or `float64`; default from `u`, `v`.
         """
-        u, v, dtype = prepare_points(grid, u, v, dtype)
+        u, v, dtype = prepare_points(grid, u, v, dtype, "DirectFT")
         require_concrete_points(u, v, "DirectFT")
         self.pulse = check_pulse(pulse)
         self.grid = grid

@@ -127,8 +127,8 @@ class NUFFT(AbstractForwardModel, strict=True):
     `jit`, `vmap` (a batch of images becomes one multi-transform call), `grad` and
     `shard_map` (points sharded, image replicated: handled automatically).
 
-    Points must lie inside the grid's Nyquist limit, `|u|·psize < 1/2` and
-    `|v|·psize < 1/2`: beyond it the image grid cannot represent the data.
+    Points beyond the grid's Nyquist limit (`|u|·psize ≥ ½`) are computed exactly,
+    as by the dense models, with an [`eqmodels.AliasingWarning`][].
 
     **Derivatives.** With the jax-finufft backend: reverse mode of first order
     (`jax.grad`, `jax.vjp`, `jax.jacrev`); forward mode (`jax.jvp`, `jax.jacfwd`,
@@ -180,7 +180,7 @@ class NUFFT(AbstractForwardModel, strict=True):
           runs — the CPU, or a GPU with a CUDA build of jax-finufft — else nufftax.
           Both give the same numbers to `eps`.
         """
-        u, v, dtype = prepare_points(grid, u, v, dtype)
+        u, v, dtype = prepare_points(grid, u, v, dtype, "NUFFT")
         if eps is None:
             eps = 1e-6 if dtype == np.float32 else 1e-12
         try:
@@ -194,16 +194,6 @@ class NUFFT(AbstractForwardModel, strict=True):
                 f"`eps`={eps} is below what float32 transforms reach; use eps >= 1e-6 "
                 "or `dtype=jnp.float64`."
             )
-        if is_concrete(u):
-            for name, w in (("u", u), ("v", v)):
-                worst = float(np.max(np.abs(w))) * grid.psize
-                if worst >= 0.5:
-                    raise ValueError(
-                        f"`{name}` reaches |{name}|·psize = {worst:.4g} >= 0.5, beyond the "
-                        f"grid's Nyquist limit ({grid.max_uv:.4g} wavelengths): use a "
-                        "smaller `psize` (more pixels over the same field of view) or "
-                        "drop the longest baselines."
-                    )
         if opts is not None:
             import jax_finufft.options
 

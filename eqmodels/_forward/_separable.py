@@ -78,7 +78,7 @@ class SeparableFT(AbstractForwardModel, strict=True):
         - `pulse`: pixel pulse, default [`eqmodels.TrianglePulse`][].
         - `dtype`: `float32` or `float64`; default from `u`, `v`.
         """
-        u, v, dtype = prepare_points(grid, u, v, dtype)
+        u, v, dtype = prepare_points(grid, u, v, dtype, "SeparableFT")
         require_concrete_points(u, v, "SeparableFT")
         self.pulse = check_pulse(pulse)
         self.grid = grid
