@@ -249,7 +249,9 @@ def main(argv=None):
     data = selfcal(data, image, method="both", stations=["LM"], gain_tol=(0.02, 0.2))
 
     # 8. Rounds 3 and 4: heavier data weights, 1 % systematic noise, each closed
-    # by amplitude + phase self-calibration of every station (pre-round-1 data).
+    # by amplitude + phase self-calibration (pre-round-1 data) of every station
+    # but PV (the pipeline's `sites`: the IRAM 30 m keeps gain 1).
+    pipeline_sites = ("SM", "JC", "AA", "AP", "LM", "SP", "AZ")
     # Rounds 2–4 share one objective structure: they reuse one compiled program.
     for r in (3, 4):
         objective = round_objective(
@@ -258,7 +260,8 @@ def main(argv=None):
         image, chi2 = run_round(r, objective, em.blur_image(image, grid, res))
         rounds.append(image)
         reports.append(chi2)
-        data = selfcal(data0, image, method="both", gain_tol=(0.02, 0.2))
+        sites = [s for s in pipeline_sites if s in data0.station_names]
+        data = selfcal(data0, image, method="both", gain_tol=(0.02, 0.2), stations=sites)
     # --8<-- [end:rounds]
     if figures:
         fig = em.plot_images(

@@ -151,14 +151,93 @@ def test_at_nearest_in_time_and_by_name():
         freq=230e9,
     )
     moved = g.at(other)
-    # 0.5 h → scan 0 (before the start); 1.4 h is nearer scan 0's end (1.01) than
-    # scan 1's start (2.0); 1.9 → scan 1; 2.7 → 1 (nearer 2.005 than 3.5); 9 → 2.
-    assert np.asarray(moved.slot_interval).tolist() == [0, 0, 0, 1, 1, 2, 2]
+    # Per station (columns SM, AA, XX). AA has data in every scan: 0.5 h → scan 0
+    # (before the start); 1.4 h is nearer scan 0's end (1.01) than scan 1's start
+    # (2.0); 1.9 → scan 1; 2.7 → 1 (nearer 2.005 than 3.5); 9 → 2. SM has no data
+    # in scan 1, so no solution there: its nearest scans with one are 0 and 2
+    # (1.9 h is nearer 1.01 than 3.5; 2.7 nearer 3.5). XX is unknown: -1 (gain 1).
+    slots = np.asarray(moved.slot_interval)
+    assert slots[:, 1].tolist() == [0, 0, 0, 1, 1, 2, 2]
+    assert slots[:, 0].tolist() == [0, 0, 0, 0, 2, 2, 2]
+    assert slots[:, 2].tolist() == [-1] * 7
+    # The factor on an SM–AA leg at 1.9 h: SM's scan-0 gain, AA's scan-1 gain.
+    f = np.asarray(moved.factor(np.array([[0, 1]]), np.array([3])))
+    want = np.exp(
+        g.log_amp[0, 5] + g.log_amp[1, 0] + 1j * (g.phase[0, 5] - g.phase[1, 0])
+    )
+    assert_allclose(f, [want], rtol=1e-14)
+    # XX gets gain 1 on its own side only.
+    f = np.asarray(moved.factor(np.array([[2, 1]]), np.array([3])))
+    assert_allclose(f, [np.exp(g.log_amp[1, 0] - 1j * g.phase[1, 0])], rtol=1e-14)
     assert moved.station_names == ("SM", "AA", "XX")
     assert_allclose(moved.log_amp[:, :2], g.log_amp[:, [5, 0]], rtol=0)
     assert_allclose(moved.phase[:, :2], g.phase[:, [5, 0]], rtol=0)
     assert np.all(np.asarray(moved.log_amp[:, 2]) == 0)
     assert np.all(np.asarray(moved.phase[:, 2]) == 0)
+
+
+def _cadence_data(seconds=600, step=10):
+    """4 stations, all baselines, a regular cadence from 0 h (timestamps fall on
+    the edges of fixed-length solution bins)."""
+    times = np.arange(0, seconds, step) / 3600.0
+    rows = [(t, a, b) for t in times for a, b in itertools.combinations(range(4), 2)]
+    t, a1, a2 = (np.array(x) for x in zip(*rows))
+    rng = np.random.default_rng(0)
+    n = t.size
+    return em.VisData(
+        rng.uniform(-1e9, 1e9, n),
+        rng.uniform(-1e9, 1e9, n),
+        np.exp(1j * rng.uniform(-np.pi, np.pi, n)),
+        np.full(n, 0.01),
+        t,
+        a1,
+        a2,
+        station_names=NAMES[:4],
+        freq=230e9,
+    )
+
+
+def test_bins_in_seconds_agree_on_their_edges():
+    """A timestamp on the edge of two 60 s bins (t = 60 s, 120 s, ...) belongs to
+    the later bin (floor division, as the fit groups it); `corrupt`, `calibrate`
+    and `at` look it up there too, so gains solved per bin calibrate their own
+    data exactly."""
+    d = _cadence_data()
+    rng = np.random.default_rng(1)
+    g0 = em.StationGains.from_data(d, 60.0)
+    shape = g0.log_amp.shape
+    g = em.StationGains.from_data(
+        d,
+        60.0,
+        gains=np.exp(1j * rng.uniform(-3, 3, shape)),
+    )
+    slot, _ = em.solution_intervals(d, 60.0)
+    ts = d.timestamps()
+    assert slot[np.searchsorted(ts, 60 / 3600)] == 1
+    moved = np.asarray(g.at(d).slot_interval)
+    assert np.all(moved == slot[:, None])
+    f = np.asarray(g.factor(_pairs(d), d.time_index))
+    assert_allclose(np.asarray(g.corrupt(d).vis), f * np.asarray(d.vis), rtol=1e-14)
+    # Phase self-calibration per 60 s bin of noiseless corrupted data gives the
+    # model back on every row, those on bin edges too (they were off by up to 2).
+    bad = g.corrupt(d).replace(sigma=np.asarray(d.sigma))
+    cal, _ = em.self_calibrate(
+        bad, model_vis=np.asarray(d.vis), interval=60.0, method="phase"
+    )
+    assert_allclose(np.asarray(cal.vis), np.asarray(d.vis), rtol=1e-6)
+
+
+def test_gain_table_is_not_a_float_leaf():
+    """Only `log_amp` and `phase` are float leaves: an optimiser (weight decay
+    moves parameters without gradient) cannot move the interval table."""
+    g = random_gains(synthetic())
+    floats = [x for x in jax.tree.leaves(g) if eqx.is_inexact_array(x)]
+    assert len(floats) == 2
+    grads = eqx.filter_grad(lambda g: jnp.sum(g.log_amp**2))(g)
+    assert [x.shape for x in jax.tree.leaves(grads)] == [g.log_amp.shape] * 2
+    assert isinstance(g.bounds, tuple) and len(g.bounds) == g.n_intervals
+    with pytest.raises(TypeError, match="outside `jit`"):
+        eqx.filter_jit(lambda g: g.at(synthetic()).log_amp)(g)
 
 
 def test_station_gains_errors():

@@ -78,10 +78,26 @@ def solution_intervals(
 
 
 def nearest_interval(bounds: np.ndarray, times: np.ndarray) -> np.ndarray:
-    """For each time, the interval that contains it, else the nearest one in time
-    (the first on ties): constant extrapolation beyond the ends."""
+    """For each time, the interval that contains it, else the nearest one in time:
+    constant extrapolation beyond the ends. `bounds` are sorted by start. A time
+    on the shared boundary of two intervals (bins of a fixed number of seconds,
+    `[0, 60]` and `[60, 120]`) takes the later one, the bin that `floor` puts it
+    in; a time midway between two intervals takes the earlier one."""
     times = np.asarray(times, np.float64)[:, None]
     dist = np.maximum(
         np.maximum(bounds[None, :, 0] - times, times - bounds[None, :, 1]), 0
     )
-    return np.argmin(dist, axis=1).astype(np.int64)
+    best = np.argmin(dist, axis=1)
+    inside = dist == 0
+    last_inside = bounds.shape[0] - 1 - np.argmax(inside[:, ::-1], axis=1)
+    return np.where(inside.any(axis=1), last_inside, best).astype(np.int64)
+
+
+def slot_presence(data: VisData, slot_interval: np.ndarray, n_intervals: int):
+    """`(n_intervals, n_stations)` booleans: which stations have a row in each
+    interval (where a solution can be determined)."""
+    k = np.asarray(slot_interval)[np.asarray(data.time_index)]
+    present = np.zeros((n_intervals, data.n_stations), bool)
+    present[k, np.asarray(data.ant1)] = True
+    present[k, np.asarray(data.ant2)] = True
+    return present

@@ -28,7 +28,7 @@ from .._data._noise import check_fraction, debiased_amplitude
 from .._data._visdata import DEFAULT_SCAN_GAP_S, VisData
 from .._forward._direct import DirectFT
 from .._grid import ImageGrid
-from .._image._base import AbstractImageModel
+from .._image._base import AbstractImageModel, evaluated_on
 from .._numerics import asarray
 from ._intervals import solution_intervals
 from ._priors import station_tolerances
@@ -56,8 +56,11 @@ def _model_vis(data, image, grid, model_vis, pulse):
             "`image` is required (an image model, or an array with `grid`)."
         )
     if isinstance(image, AbstractImageModel):
+        img = evaluated_on(
+            image, grid, "image", f"`grid` is {grid!r}: give no `grid` (the model's "
+            "own is used) or the model's."
+        )  # fmt: skip
         grid = image.grid if grid is None else grid
-        img = image()
     else:
         img = asarray(image)
         if grid is None:
@@ -163,6 +166,11 @@ def self_calibrate(
     if stations is None:
         calibrated = np.ones(len(names), bool)
     else:
+        if not isinstance(stations, str) and len(stations) == 0:
+            raise ValueError(
+                "`stations` is empty, so nothing would be calibrated: give the "
+                "stations to solve for, or None for all of them."
+            )
         idx = data._station_indices("stations", stations)
         calibrated = np.zeros(len(names), bool)
         calibrated[idx] = True
@@ -178,6 +186,11 @@ def self_calibrate(
         gain_tol = {"default": 0.2, **gain_tol}
     above, below = station_tolerances(gain_tol, names, "gain_tol")
     mv = _model_vis(data, image, grid, model_vis, pulse)
+    if not np.any(mv != 0):
+        raise ValueError(
+            "the model's visibilities are all zero (an empty image?): there is "
+            "nothing to calibrate against; give a model with flux."
+        )
 
     slot, bounds = solution_intervals(data, interval, scan_gap=scan_gap)
     n_int = bounds.shape[0]
@@ -229,7 +242,7 @@ def self_calibrate(
         asarray([method != "phase", method != "amp"]),
         max_steps=int(max_steps),
     )
-    gains = StationGains(la[:n_int], ph[:n_int], slot, bounds, names)
+    gains = StationGains(la[:n_int], ph[:n_int], slot, bounds, names, present)
     return gains.calibrate(data), gains
 
 

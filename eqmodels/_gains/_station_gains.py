@@ -6,12 +6,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Complex, Float, Int
+from jaxtyping import Array, ArrayLike, Bool, Complex, Float, Int
 
 from .._data._visdata import DEFAULT_SCAN_GAP_S, VisData
 from .._numerics import asarray
 from .._validation import is_concrete
-from ._intervals import nearest_interval, solution_intervals
+from ._intervals import nearest_interval, slot_presence, solution_intervals
 
 
 class StationGains(eqx.Module, strict=True):
@@ -27,18 +27,24 @@ class StationGains(eqx.Module, strict=True):
 
     The parameters are array leaves (`log_amp`, `phase`, shape
     `(n_intervals, n_stations)`) that `eqx.filter_grad` differentiates; the interval
-    table (`slot_interval`, which interval each of the data set's time slots
-    belongs to, and `bounds`, each interval's `[start, end]` in hours) is integer /
-    float data built once on the host. Use [`eqmodels.StationGains.from_data`][] to
-    build gains for a data set, [`eqmodels.GainCorrected`][] to put them in front
-    of a data term, [`eqmodels.StationGains.at`][] to carry them to another data
-    set (nearest interval in time, constant beyond the ends).
+    table is data built once on the host, never a float leaf (an optimiser cannot
+    move it): `slot_interval` (integer), which interval each of the data set's
+    time slots belongs to — per station, `(n_slots, n_stations)`, after
+    [`eqmodels.StationGains.at`][], with `-1` for "no solution: gain 1"; `present`
+    (boolean), which stations had data in each interval (where a solution was
+    determined); and `bounds` (static), each interval's `(start, end)` in hours.
+    Use [`eqmodels.StationGains.from_data`][] to build gains for a data set,
+    [`eqmodels.GainCorrected`][] to put them in front of a data term,
+    [`eqmodels.StationGains.at`][] to carry them to another data set (per station,
+    the nearest interval in time where that station has a solution, as
+    eht-imaging's `applycal(interp="nearest", extrapolate=True)`).
     """
 
     log_amp: Float[Array, "k s"]
     phase: Float[Array, "k s"]
-    slot_interval: Int[Array, " t"]
-    bounds: Float[Array, "k 2"]
+    slot_interval: Int[Array, "t ..."]
+    present: Bool[Array, "k s"]
+    bounds: tuple[tuple[float, float], ...] = eqx.field(static=True)
     station_names: tuple[str, ...] = eqx.field(static=True)
 
     def __init__(
@@ -46,8 +52,9 @@ class StationGains(eqx.Module, strict=True):
         log_amp: ArrayLike,
         phase: ArrayLike,
         slot_interval: ArrayLike,
-        bounds: ArrayLike,
+        bounds: ArrayLike | Sequence[Sequence[float]],
         station_names: Sequence[str],
+        present: ArrayLike | None = None,
     ):
         """**Arguments:**
 
@@ -56,9 +63,13 @@ class StationGains(eqx.Module, strict=True):
         - `phase`: `arg g` (radians), same shape.
         - `slot_interval`: the interval of each time slot of the data set
           (`VisData.timestamps()` order), shape `(n_slots,)`, values in
-          `[0, n_intervals)`.
+          `[0, n_intervals)`; or per station, `(n_slots, n_stations)`, where `-1`
+          means no solution (gain 1).
         - `bounds`: each interval's `[start, end]` (hours), shape `(n_intervals, 2)`.
         - `station_names`: the data set's station table (column order).
+        - `present`: which stations have a solution in each interval (boolean,
+          `(n_intervals, n_stations)`), what [`eqmodels.StationGains.at`][] looks
+          for; default all.
         """
         names = tuple(station_names) if not isinstance(station_names, str) else ()
         if not names or not all(isinstance(s, str) for s in names):
@@ -92,31 +103,49 @@ class StationGains(eqx.Module, strict=True):
         k = arrays[0].shape[0]
         if is_concrete(slot_interval):
             si = np.asarray(slot_interval)
-            if si.ndim != 1 or si.size == 0 or not np.issubdtype(si.dtype, np.integer):
-                raise ValueError(
-                    "`slot_interval` must be a non-empty 1-d integer array (the "
-                    f"interval of each time slot), got {si.dtype} {si.shape}."
-                )
-            if si.min() < 0 or si.max() >= k:
-                raise ValueError(
-                    f"`slot_interval` must lie in [0, {k}) (there are {k} intervals)."
-                )
-            slot_interval = si
-        if is_concrete(bounds):
-            b = np.asarray(bounds, np.float64)
             if (
-                b.shape != (k, 2)
-                or not np.all(np.isfinite(b))
-                or np.any(b[:, 1] < b[:, 0])
+                si.ndim not in (1, 2)
+                or (si.ndim == 2 and si.shape[1] != len(names))
+                or si.size == 0
+                or not np.issubdtype(si.dtype, np.integer)
             ):
                 raise ValueError(
-                    f"`bounds` must be finite `[start, end]` pairs (hours, start <= "
-                    f"end), shape ({k}, 2), got {np.shape(bounds)}."
+                    "`slot_interval` must be a non-empty integer array of shape "
+                    f"(n_slots,) or (n_slots, {len(names)}) (the interval of each time "
+                    f"slot, per station), got {si.dtype} {si.shape}."
                 )
-            bounds = b
+            low = -1 if si.ndim == 2 else 0
+            if si.min() < low or si.max() >= k:
+                raise ValueError(
+                    f"`slot_interval` must lie in [{low}, {k}) (there are {k} "
+                    "intervals; -1, per station only, for no solution)."
+                )
+            slot_interval = si
+        if not is_concrete(bounds):
+            raise TypeError(
+                "`bounds` must be concrete (hours, from the host): build gains "
+                "outside `jit`, or carry them in as an argument."
+            )
+        b = np.asarray(bounds, np.float64)
+        if b.shape != (k, 2) or not np.all(np.isfinite(b)) or np.any(b[:, 1] < b[:, 0]):
+            raise ValueError(
+                f"`bounds` must be finite `[start, end]` pairs (hours, start <= "
+                f"end), shape ({k}, 2), got {np.shape(bounds)}."
+            )
+        if present is None:
+            present = np.ones((k, len(names)), bool)
+        elif is_concrete(present):
+            pr = np.asarray(present)
+            if pr.shape != (k, len(names)) or pr.dtype != np.bool_:
+                raise ValueError(
+                    f"`present` must be a boolean array of shape ({k}, {len(names)}) "
+                    f"(n_intervals, n_stations), got {pr.dtype} {pr.shape}."
+                )
+            present = pr
         self.log_amp, self.phase = arrays
         self.slot_interval = asarray(slot_interval, jnp.int32)
-        self.bounds = asarray(bounds, jnp.float64 if dtype == np.float64 else dtype)
+        self.present = asarray(present, bool)
+        self.bounds = tuple((float(lo), float(hi)) for lo, hi in b)
         self.station_names = names
 
     @classmethod
@@ -155,7 +184,8 @@ class StationGains(eqx.Module, strict=True):
             if not np.all(np.isfinite(g)) or np.any(g == 0):
                 raise ValueError("`gains` must be finite and non-zero.")
             la, ph = np.log(np.abs(g)), np.angle(g)
-        return cls(la, ph, slot, bounds, data.station_names)
+        present = slot_presence(data, slot, bounds.shape[0])
+        return cls(la, ph, slot, bounds, data.station_names, present)
 
     @property
     def n_intervals(self) -> int:
@@ -206,11 +236,18 @@ class StationGains(eqx.Module, strict=True):
         a, b = stations[..., 0], stations[..., 1]
         known = (a >= 0) & (b >= 0) & (t >= 0)
         log_amp, phase = xp.asarray(self.log_amp), xp.asarray(self.phase)
-        k = xp.asarray(self.slot_interval)[xp.where(t >= 0, t, 0)]
+        slots = xp.asarray(self.slot_interval)
+        t = xp.where(t >= 0, t, 0)
         a, b = xp.where(a >= 0, a, 0), xp.where(b >= 0, b, 0)
-        la = log_amp[k, a] + log_amp[k, b]
-        ph = phase[k, a] - phase[k, b]
-        zero = xp.zeros((), la.dtype)
+        zero = xp.zeros((), log_amp.dtype)
+        if slots.ndim == 1:
+            ka = kb = slots[t]
+        else:  # per station; -1: no solution, gain 1
+            ka, kb = slots[t, a], slots[t, b]
+        sa, sb = ka >= 0, kb >= 0
+        ka, kb = xp.where(sa, ka, 0), xp.where(sb, kb, 0)
+        la = xp.where(sa, log_amp[ka, a], zero) + xp.where(sb, log_amp[kb, b], zero)
+        ph = xp.where(sa, phase[ka, a], zero) - xp.where(sb, phase[kb, b], zero)
         la, ph = xp.where(known, la, zero), xp.where(known, ph, zero)
         if host:
             return asarray(np.exp(la) * (np.cos(ph) + 1j * np.sin(ph)))
@@ -233,23 +270,40 @@ class StationGains(eqx.Module, strict=True):
     # ------------------------------------------------------------ on data sets
     def at(self, data: VisData) -> "StationGains":
         """These gains on the time slots and station table of another data set
-        (e.g. the other band, or the unaveraged data): each of its timestamps takes
-        the interval that contains it, else the nearest interval in time (constant
-        extrapolation beyond the ends); stations are matched by name, and a station
-        these gains do not know gets gain 1.
+        (e.g. the other band, the unaveraged data, or the data with more baselines
+        than the gains were solved on), station by station, as eht-imaging's
+        `caltable.applycal(interp="nearest", extrapolate=True)`: each timestamp of
+        `data` takes, for each station, the interval that contains it among those
+        where that station has a solution (`present`), else the nearest such
+        interval in time (constant beyond the ends; a time on the boundary of two
+        intervals takes the later one, as the binning does). Stations are matched by
+        name; a station with no solution anywhere, or unknown to these gains, gets
+        gain 1.
 
         **Arguments:** `data`, a [`eqmodels.VisData`][].
 
-        **Returns:** a `StationGains` whose `slot_interval` indexes `data`'s slots.
+        **Returns:** a `StationGains` on `data`'s station table whose
+        `slot_interval` (`(n_slots, n_stations)`) indexes `data`'s time slots.
         """
         if not isinstance(data, VisData):
             raise TypeError(f"`data` must be a VisData, got {type(data).__name__}.")
-        bounds = np.asarray(self.bounds)
-        slot = nearest_interval(bounds, data.timestamps())
+        if not is_concrete(self.present):
+            raise TypeError(
+                "`StationGains.at` looks the intervals up on the host: call it "
+                "outside `jit` (on concrete gains), and pass the result in."
+            )
+        bounds = np.asarray(self.bounds, np.float64).reshape(-1, 2)
+        present = np.asarray(self.present)
+        times = data.timestamps()
         cols = [
             self.station_names.index(s) if s in self.station_names else -1
             for s in data.station_names
         ]
+        slot = np.full((times.size, len(cols)), -1, np.int64)
+        for j, c in enumerate(cols):
+            ks = np.flatnonzero(present[:, c]) if c >= 0 else ()
+            if len(ks):
+                slot[:, j] = ks[nearest_interval(bounds[ks], times)]
         cols_arr = np.maximum(cols, 0)
         known = (np.asarray(cols) >= 0)[None, :]
         # On the host when concrete (no eager device programs), as `factor`.
@@ -258,7 +312,9 @@ class StationGains(eqx.Module, strict=True):
         zero = xp.zeros((), log_amp.dtype)
         la = xp.where(known, log_amp[:, cols_arr], zero)
         ph = xp.where(known, phase[:, cols_arr], zero)
-        return StationGains(la, ph, slot, bounds, data.station_names)
+        return StationGains(
+            la, ph, slot, bounds, data.station_names, present[:, cols_arr] & known
+        )
 
     def _row_factor(self, data: VisData) -> np.ndarray:
         g = self.at(data)

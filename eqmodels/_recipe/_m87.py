@@ -62,6 +62,10 @@ SEFD_ERROR_BUDGET = {
     "JC": 0.14,
     "SP": 0.07,
 }
+#: The stations the closing self-calibrations of rounds 3 and 4 solve for (the
+#: pipeline's `sites`): every 2017 station but the IRAM 30 m (PV), whose gains stay
+#: 1 (those of the stations not in the data are ignored).
+SELFCAL_STATIONS = ("SM", "JC", "AA", "AP", "LM", "SP", "AZ")
 #: Regularizer weights (all rounds).
 REGULARIZERS = {"simple": 100.0, "tv": 1.0, "tv2": 1.0, "flux": 1e4}
 #: Data-term weights, systematic noise and closing self-calibration of each round.
@@ -369,8 +373,9 @@ def image_m87(
                 )  # fmt: skip
         else:
             data = selfcal_per_band(
-                data0, image, grid, method="both", gain_tol=(0.02, 0.2)
-            )
+                data0, image, grid, method="both", gain_tol=(0.02, 0.2),
+                stations=[s for s in SELFCAL_STATIONS if s in data0.station_names],
+            )  # fmt: skip
         t = tick("selfcal", t)
     final = np.asarray(blur_image(image, grid, taper_fwhm))
     report = {
