@@ -439,6 +439,11 @@ def test_systematic_cphase_noise_in_degrees(avg):
     expect = np.sqrt(np.asarray(base.sigma) ** 2 + (3.0 * np.pi / 180) ** 2)
     assert_allclose(sys.sigma, expect)
     assert_allclose(sys.cphase, base.cphase, rtol=0)
+    # numpy scalars are numbers too, as for the other numeric arguments.
+    for s in (np.float32(3.0), np.float64(3.0), np.int64(3)):
+        assert_allclose(
+            eqm.closure_phases(avg, systematic_cphase_noise=s).sigma, sys.sigma
+        )
 
 
 # ------------------------------------------------------------------ errors

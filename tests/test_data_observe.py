@@ -13,6 +13,7 @@ from eqmodels._data import _earth
 from .conftest import TEST_DATA
 from .helpers import assert_allclose
 from .reference import data_earth as ref
+from .test_data_visdata import _run_without_x64
 
 
 LOCAL = TEST_DATA / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
@@ -273,6 +274,27 @@ def test_observe_errors():
         eqm.observe(img, grid, eqm.EHT2017, **dict(kw, times=np.array([])))
     with pytest.raises(ValueError, match="times"):
         eqm.observe(img, grid, eqm.EHT2017, **dict(kw, times=np.array([np.nan])))
+    with pytest.raises(ValueError, match="`ra` must be a finite"):
+        eqm.observe(img, grid, eqm.EHT2017, **dict(kw, ra=float("nan")))
+    with pytest.raises(ValueError, match="`ra` must be a right ascension"):
+        eqm.observe(img, grid, eqm.EHT2017, **dict(kw, ra=400.0))
+    with pytest.raises(ValueError, match="`ra`"):
+        eqm.uv_tracks(eqm.EHT2017, **dict(M87, ra=-1.0), freq=230e9, mjd=57854,
+                      times=[1.0])  # fmt: skip
+    with pytest.raises(TypeError, match="`ra`"):
+        eqm.observe(img, grid, eqm.EHT2017, **dict(kw, ra=True))
+    with pytest.raises(ValueError, match="`dec`"):
+        eqm.observe(img, grid, eqm.EHT2017, **dict(kw, dec=float("nan")))
+    with pytest.raises(ValueError, match="`seed` must be >= 0"):
+        eqm.observe(img, grid, eqm.EHT2017, seed=-1, **kw)
+    with pytest.raises(TypeError, match="`seed`"):
+        eqm.observe(img, grid, eqm.EHT2017, seed=True, **kw)
+    # Repeated times would give duplicated rows (refused later by closures).
+    with pytest.raises(ValueError, match="`times` has 1 repeated"):
+        eqm.observe(img, grid, eqm.EHT2017, **dict(kw, times=[1.0, 1.0, 2.0]))
+    with pytest.raises(ValueError, match="`times` has 2 repeated"):
+        eqm.uv_tracks(eqm.EHT2017, **M87, freq=230e9, mjd=57854,
+                      times=np.array([3.0, 1.0, 3.0, 3.0]))  # fmt: skip
     # Only the South Pole: M87 never rises there.
     with pytest.raises(ValueError, match="elevation limit"):
         eqm.observe(
@@ -281,6 +303,62 @@ def test_observe_errors():
             eqm.EHT2017.select(["SP", "AA"]).select(["SP", "AA"]),
             **dict(kw, dec=80.0),
         )
+
+
+_WRONG_TYPES = """
+import json, numpy as np, eqmodels as eqm
+grid = eqm.ImageGrid.from_fov(8, 128.0)
+img = np.ones(grid.shape) / 64
+kw = dict(ra=187.7, dec=12.39, times=np.linspace(0.0, 6.0, 5))
+out = {}
+for name, bad in (("ra", "x"), ("dec", "x"), ("seed", "a"), ("seed", 1.5)):
+    try:
+        eqm.observe(img, grid, eqm.EHT2017, **{**kw, name: bad})
+        out[name + repr(bad)] = "accepted"
+    except Exception as e:
+        out[name + repr(bad)] = type(e).__name__ + ": " + str(e)
+# Distinct float64 times that float32 (no x64) stores as one: duplicated rows.
+try:
+    eqm.observe(img, grid, eqm.EHT2017, **{**kw, "times": [1.0, 1.0 + 1e-9]})
+    out["times"] = "accepted"
+except ValueError as e:
+    out["times"] = str(e)
+print(json.dumps(out))
+"""
+
+
+def test_observe_names_arguments_of_the_wrong_type():
+    """Without the test suite's type checker (as users run it), eqmodels' own
+    checks name the argument (`ra="x"` was `must be real number, not str`)."""
+    got = _run_without_x64(_WRONG_TYPES)
+    for key, name in (("ra'x'", "ra"), ("dec'x'", "dec"), ("seed'a'", "seed"),
+                      ("seed1.5", "seed")):  # fmt: skip
+        assert got[key].startswith(f"TypeError: `{name}` must be"), got[key]
+    assert got["times"].startswith("`times` has values closer than float32"), got
+
+
+def test_gain_amplitudes_are_the_documented_draws():
+    """`|g| = |1 + gain_sigma·N(0,1)|` per station and timestamp, from
+    `default_rng(seed)`: never negative (a sign flip would be a hidden 180° phase
+    error), and for small `gain_sigma` exactly the Gaussian draws."""
+    grid, img = _grid_and_image()
+    times = np.arange(0, 24, 0.25)
+    kw = dict(**M87, mjd=57854, times=times, add_noise=False)
+    clean = eqm.observe(img, grid, eqm.EHT2017, **kw)
+    tu, k = np.unique(np.asarray(clean.time), return_inverse=True)
+    a1, a2 = np.asarray(clean.ant1), np.asarray(clean.ant2)
+    for gain_sigma in (0.2, 2.0):
+        bad = eqm.observe(img, grid, eqm.EHT2017, gain_sigma=gain_sigma, seed=3, **kw)
+        ratio = np.asarray(bad.vis) / np.asarray(clean.vis)
+        z = np.random.default_rng(3).standard_normal((tu.size, len(eqm.EHT2017)))
+        draw = 1.0 + gain_sigma * z
+        amp = np.abs(draw)
+        assert_allclose(ratio, amp[k, a1] * amp[k, a2] + 0j, rtol=1e-12)
+        if gain_sigma == 0.2:
+            assert np.all(draw > 0)  # nothing folded: the Gaussian draws themselves
+        else:
+            assert np.mean(draw < 0) > 0.2  # ~31% of the draws were folded
+        assert np.all(ratio.real > 0)
 
 
 # ------------------------------------------------------------------ station table
@@ -314,6 +392,14 @@ def test_station_table_errors():
         eqm.StationTable(("A", "B"), xyz, [1.0, 0.0])
     with pytest.raises(ValueError, match="el_min"):
         eqm.StationTable(("A", "B"), xyz, [1.0, 1.0], el_min=95.0)
+    with pytest.raises(ValueError, match="`sefd` must be one value .* got shape"):
+        eqm.StationTable(("A", "B"), xyz, [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="`el_min` must be one value .* got shape"):
+        eqm.StationTable(("A", "B"), xyz, 1.0, el_min=[10.0, 10.0, 10.0])
+    with pytest.raises(TypeError, match="`sefd`"):
+        eqm.StationTable(("A", "B"), xyz, ["a", "b"])
+    t = eqm.StationTable(("A", "B"), xyz, 100.0, el_min=[5.0, 15.0])
+    assert t.sefd.tolist() == [100.0, 100.0] and t.el_min.tolist() == [5.0, 15.0]
     with pytest.raises(ValueError, match="repeated"):
         eqm.StationTable(("A", "A"), xyz, [1.0, 1.0])
     with pytest.raises(ValueError, match="empty"):

@@ -253,6 +253,16 @@ def test_flagged_rows_dropped_and_counted(tmp_path):
     assert d.n_rows == 2367 - 8
 
 
+def test_negative_obsra_is_wrapped_into_0_360(tmp_path, local):
+    """VisData takes `ra` in [0, 360] degrees; a header's -10° is 350°."""
+
+    def edit(h):
+        h[0].header["OBSRA"] = local.ra - 360.0
+
+    d = eqm.load_uvfits(_edit_copy(tmp_path, edit))
+    assert d.ra == pytest.approx(local.ra, abs=1e-9)
+
+
 def test_single_polarisation_rows_use_the_present_hand(tmp_path, local):
     def edit(h):
         h[0].data.data[0, ..., 1, 2] = 0.0  # first row: LL flagged

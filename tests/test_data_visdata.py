@@ -1,5 +1,12 @@
 """VisData: construction checks, selection, concatenation, scans and averaging."""
 
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,12 +14,31 @@ import pytest
 
 import eqmodels as eqm
 
-from .conftest import TEST_DATA
+from .conftest import SHARED_DATA, TEST_DATA
 from .helpers import assert_allclose
 from .reference import data_averaging as ref
 
 
 LOCAL = TEST_DATA / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
+APR11 = SHARED_DATA / "eht/m87_2017/SR1_M87_2017_101_lo_hops_netcal_StokesI.uvfits"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _run_without_x64(code: str, *args: str) -> dict:
+    """Run `code` in a fresh interpreter with JAX's default configuration (no
+    x64, float32 arrays, no runtime type checker) and return the JSON it prints."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("JAX_ENABLE_X64", None)
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +117,15 @@ def test_is_a_pytree_through_jit():
         (dict(station_xyz=np.zeros((2, 3))), ValueError, "station_xyz"),
         (dict(dec=95.0), ValueError, "dec"),
         (dict(ra=np.nan), ValueError, "ra"),
+        (dict(ra=np.inf), ValueError, "`ra` must be a finite"),
+        (dict(ra=1000.0), ValueError, "`ra` must be a right ascension.*360"),
+        (dict(ra=-10.0), ValueError, "`ra`.*ra % 360"),
+        (dict(dec=-np.inf), ValueError, "`dec`"),
+        (dict(tint=np.array([1.0, 2.0])), ValueError, "`tint` has shape \\(2,\\)"),
+        (dict(freq=[227e9, 229e9]), ValueError, "`freq` gives 2.*`band`"),
+        (dict(freq=True), TypeError, "`freq`"),
+        (dict(freq=np.array([[227e9]])), TypeError, "`freq`"),
+        (dict(station_xyz=np.zeros((3, 3), complex)), TypeError, "`station_xyz`"),
         (dict(mjd=5.5), TypeError, "mjd"),
         (dict(n_flagged=-1), ValueError, "n_flagged"),
         (dict(tint=-1.0), ValueError, "tint"),
@@ -99,6 +134,34 @@ def test_is_a_pytree_through_jit():
 def test_construction_errors(over, exc, match):
     with pytest.raises(exc, match=match):
         _small(**over)
+
+
+def test_freq_tint_ra_forms_accepted():
+    # A 0-d array is one frequency.
+    assert _small(freq=np.array(230e9)).band_freqs == (230e9,)
+    assert _small(freq=[230e9]).band_freqs == (230e9,)
+    # Several frequencies with `band`: rows report their own band.
+    two = _small(freq=[227e9, 229e9], band=np.array([0, 1, 1]))
+    assert two.band_freqs == (227e9, 229e9) and two.freq == 228e9
+    # One integration time for every row, or one per row.
+    assert np.asarray(_small(tint=10.0).tint).tolist() == [10.0] * 3
+    three = np.array([1.0, 2.0, 3.0])
+    assert np.asarray(_small(tint=three).tint).tolist() == three.tolist()
+    for ra in (0.0, 187.7, 360.0, np.float32(12.5), 7):
+        assert _small(ra=ra).ra == float(ra)
+
+
+def test_negative_zero_time_is_the_same_timestamp():
+    """`duplicate_rows` agrees with the closures, which group -0.0 with 0.0."""
+    d = _small(
+        time=np.array([0.0, -0.0, 1.0]), ant1=np.array([0, 0, 2]),
+        ant2=np.array([1, 1, 1]),
+    )  # fmt: skip
+    assert d.duplicate_rows().tolist() == [False, True, False]
+    with pytest.raises(ValueError, match="duplicated row"):
+        d.scan_average()
+    with pytest.raises(ValueError, match="more than once"):
+        eqm.closure_phases(d)
 
 
 def test_empty_data_is_rejected():
@@ -226,10 +289,76 @@ def test_time_average(local):
 def test_averaging_errors(local):
     with pytest.raises(ValueError, match="seconds"):
         local.time_average(0.0)
+    with pytest.raises(ValueError, match="`seconds`"):
+        local.time_average(True)  # not 1 s
+    with pytest.raises(ValueError, match="`gap`"):
+        local.scans(gap=True)
+    with pytest.raises(ValueError, match="`gap`"):
+        local.scan_average(gap=False)
     with pytest.raises(ValueError, match="gap"):
         local.scans(gap=-1.0)
     with pytest.raises(ValueError, match="gap"):
         local.scan_average(gap=float("inf"))
+
+
+_FLOAT32_TIMES = """
+import json, sys
+import jax, numpy as np
+import eqmodels as eqm
+assert not jax.config.jax_enable_x64
+t = 1.0 + np.arange(60) * 10.0 / 3600.0  # 60 records 10 s apart from 1 h UTC
+n = t.size
+d = eqm.VisData(np.full(n, 1e9), np.zeros(n), np.ones(n), np.full(n, 0.1), t,
+                np.zeros(n, int), np.ones(n, int), station_names=("A", "B"),
+                freq=230e9, mjd=57854)
+out = {
+    "dtype": str(d.time.dtype),
+    "rows_10s": d.time_average(10.0).n_rows,
+    "rows_60s": d.time_average(60.0).n_rows,
+    "times_60s": np.asarray(d.time_average(60.0).time, np.float64).tolist(),
+    "select": d.select_time(1.0 + 1e-9, 2.0).n_rows,
+    "scans": len(d.scans(gap=10.5)),
+}
+for path in sys.argv[1:]:
+    out[path] = eqm.load_uvfits(path).time_average(60.0).n_rows
+print(json.dumps(out))
+"""
+
+
+def test_time_bins_do_not_depend_on_x64():
+    """Without x64, `time` is float32; bins were computed in float32 too, where
+    seconds since 1960 (~1.8e9) are 128 s apart: unrelated records were averaged
+    together. The bins and time selections are float64 on the host either way."""
+    paths = [str(p) for p in (LOCAL, APR11) if p.exists()]
+    got = _run_without_x64(_FLOAT32_TIMES, *paths)
+    assert got["dtype"] == "float32"
+    assert got["rows_10s"] == 60
+    assert got["rows_60s"] == 10
+    centres = 1.0 + (30.0 + 60.0 * np.arange(10)) / 3600.0
+    assert_allclose(np.array(got["times_60s"]), centres, rtol=1e-7)
+    assert got["select"] == 59  # the record at exactly 1 h is before 1 h + 1e-9
+    assert got["scans"] == 1
+    for path in paths:  # the same rows as with x64 (this process)
+        assert got[path] == eqm.load_uvfits(path).time_average(60.0).n_rows, path
+    if str(APR11) in got:
+        assert got[str(APR11)] == 1366
+
+
+def test_time_bins_of_records_on_bin_edges():
+    """Records stamped on whole seconds sit on the edges of 10 s and 60 s bins;
+    each falls in the bin it starts."""
+    t = 1.0 + np.arange(60) * 10.0 / 3600.0
+    n = t.size
+    d = eqm.VisData(
+        np.full(n, 1e9), np.zeros(n), np.ones(n), np.full(n, 0.1), t,
+        np.zeros(n, int), np.ones(n, int), station_names=("A", "B"), freq=230e9,
+        mjd=57854,
+    )  # fmt: skip
+    assert d.time_average(10.0).n_rows == 60
+    avg = d.time_average(60.0)
+    assert avg.n_rows == 10
+    assert np.asarray(avg.tint).tolist() == [0.0] * 10
+    assert_allclose(avg.sigma, np.full(10, 0.1 / math.sqrt(6)))
 
 
 # ------------------------------------------------------------------ concatenation

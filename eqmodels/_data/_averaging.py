@@ -22,9 +22,14 @@ def find_scans(time: np.ndarray, gap_s) -> tuple[np.ndarray, np.ndarray]:
     **Returns:** `(edges, ids)`: `edges` `(n_scans, 2)` `[start, end]` hours and
     `ids` the scan index of every entry of `time`.
     """
-    if not isinstance(gap_s, numbers.Real) or not (math.isfinite(gap_s) and gap_s > 0):
+    if (
+        isinstance(gap_s, bool)
+        or not isinstance(gap_s, numbers.Real)
+        or not (math.isfinite(gap_s) and gap_s > 0)
+    ):
         raise ValueError(f"`gap` must be a positive number of seconds, got {gap_s!r}.")
-    uniq, inverse = np.unique(time, return_inverse=True)
+    # float64 on the host: a float32 `time` (JAX without x64) is widened exactly.
+    uniq, inverse = np.unique(np.asarray(time, np.float64), return_inverse=True)
     new_scan = np.concatenate([[False], np.diff(uniq) > gap_s / 3600.0])
     scan_of_unique = np.cumsum(new_scan)
     n_scans = int(scan_of_unique[-1]) + 1
@@ -78,16 +83,31 @@ def scan_average(data, gap_s):
 
 
 def time_average(data, seconds):
-    """Coherent average over fixed bins of `seconds` aligned on 1960-01-01."""
-    if not isinstance(seconds, numbers.Real) or not (
-        math.isfinite(seconds) and seconds > 0
+    """Coherent average over fixed bins of `seconds` aligned on 1960-01-01.
+
+    The bins are computed in float64 whatever the dtype of `data.time`: seconds
+    since 1960 are ~1.8e9, where float32 (JAX's default without x64) is spaced
+    128 s apart and would merge unrelated records into one bin.
+    """
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, numbers.Real)
+        or not (math.isfinite(seconds) and seconds > 0)
     ):
         raise ValueError(
             f"`seconds` must be a positive averaging interval, got {seconds!r}."
         )
+    seconds = float(seconds)
     offset_s = (data.mjd - _MJD_1960) * 86400.0
-    t_s = offset_s + np.asarray(data.time) * 3600.0
-    bins = np.floor(t_s / seconds).astype(np.int64)
+    time = np.asarray(data.time)
+    t_s = offset_s + time.astype(np.float64) * 3600.0
+    # A stored time within one unit in the last place (of its own dtype) below a
+    # bin edge may be that edge rounded down: it goes in the later bin, as the
+    # exact time would. Records stamped on whole seconds (edges of 10 s or 60 s
+    # bins) then fall in the same bins with float32 times as with float64 ones;
+    # for float64 times the shift (~1e-11 s) is below the resolution of `t_s`.
+    ulp_s = np.abs(np.spacing(time)).astype(np.float64) * 3600.0
+    bins = np.floor((t_s + ulp_s) / seconds).astype(np.int64)
     return _average(
         data,
         bins,

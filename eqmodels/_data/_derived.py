@@ -234,7 +234,7 @@ def closure_phases(
     uv_min: float | int | None = None,
     snr_cut: float | int | np.number | None = None,
     fractional_noise: float | int | np.number = 0.0,
-    systematic_cphase_noise: float | int = 0.0,
+    systematic_cphase_noise: float | int | np.number = 0.0,
 ) -> ClosurePhaseProducts:
     """Closure phases `ψ = arg(V1 V2 V3)` in **radians**, per timestamp.
 
@@ -248,7 +248,7 @@ def closure_phases(
     **Returns:** [`eqmodels.ClosurePhaseProducts`][] with `σ_ψ = σ_B/|B|`.
     """
     if isinstance(systematic_cphase_noise, bool) or not isinstance(
-        systematic_cphase_noise, int | float
+        systematic_cphase_noise, numbers.Real
     ):
         raise TypeError(
             "`systematic_cphase_noise` must be a number of degrees, got "
@@ -262,7 +262,7 @@ def closure_phases(
     u, v, signs, bis, sig_b, stations, times = _bispectra_np(
         data, closures, uv_min, snr_cut, fractional_noise
     )
-    sig = np.hypot(sig_b / np.abs(bis), math.radians(systematic_cphase_noise))
+    sig = np.hypot(sig_b / np.abs(bis), math.radians(float(systematic_cphase_noise)))
     return ClosurePhaseProducts(
         u=asarray(u),
         v=asarray(v),

@@ -15,7 +15,7 @@ from .._numerics import asarray
 from .._validation import is_concrete
 from ._earth import baseline_uvw, elevation, gmst
 from ._stations import StationTable
-from ._visdata import VisData
+from ._visdata import check_ra_dec, VisData
 
 
 #: Speed of light (m/s).
@@ -47,16 +47,18 @@ def _positive(name, x):
 def uv_tracks(
     array: StationTable,
     *,
-    ra: float | int,
-    dec: float | int,
+    ra: float | int | np.number,
+    dec: float | int | np.number,
     freq: float | int,
     mjd: int,
     times: ArrayLike | list | tuple,
     elevation_limit: bool = True,
 ) -> dict:
     """Earth-rotation (u, v) of every baseline `i < j` of `array` at `times`
-    (hours UTC of day `mjd`) for a source at (`ra`, `dec`) degrees, keeping the
-    rows where both stations are above their elevation limit.
+    (hours UTC of day `mjd`) for a source at (`ra`, `dec`) degrees (`ra` in
+    [0, 360], `dec` in [-90, 90]), keeping the rows where both stations are above
+    their elevation limit. `times` must be distinct (each gives one row per
+    baseline).
 
     `(u, v)` of row `(i, j)` is the projection of `(r_i - r_j) / λ` (the uvfits
     convention), Thompson, Moran & Swenson eq. 4.1 with the Greenwich hour angle
@@ -71,11 +73,20 @@ def uv_tracks(
             f"{type(array).__name__}."
         )
     freq = _positive("freq", freq)
-    if not -90 <= dec <= 90:
-        raise ValueError(f"`dec` must be in degrees, in [-90, 90], got {dec}.")
+    ra, dec = check_ra_dec(ra, dec)
+    if isinstance(mjd, bool) or not isinstance(mjd, numbers.Integral):
+        raise TypeError(f"`mjd` must be an integer day, got {mjd!r}.")
     times = np.atleast_1d(np.asarray(times, np.float64))
     if times.ndim != 1 or times.size == 0 or not np.all(np.isfinite(times)):
         raise ValueError("`times` must be a non-empty 1-d array of finite hours.")
+    uniq, counts = np.unique(times, return_counts=True)
+    if uniq.size < times.size:
+        raise ValueError(
+            f"`times` has {times.size - uniq.size} repeated value(s) (e.g. "
+            f"{float(uniq[np.argmax(counts > 1)])!r} h): each time gives one row per "
+            "baseline, so a repeat would duplicate rows; give distinct times "
+            "(`np.unique(times)`)."
+        )
     if len(array) < 2:
         raise ValueError("`array` needs at least two stations to form a baseline.")
     lam = C_LIGHT / freq
@@ -110,8 +121,8 @@ def observe(
     grid: ImageGrid,
     array: StationTable,
     *,
-    ra: float | int,
-    dec: float | int,
+    ra: float | int | np.number,
+    dec: float | int | np.number,
     freq: float | int = 230e9,
     mjd: int = 57854,
     times: ArrayLike | list | tuple,
@@ -134,9 +145,16 @@ def observe(
     2. Model visibilities from an eqmodels forward model: `forward(grid, u, v)`
        (default [`eqmodels.DirectFT`][] built in row blocks; pass e.g.
        `eqmodels.NUFFT` for large problems).
-    3. Optional station errors per timestamp: amplitude `|g| = 1 + gain_sigma·N(0,1)`
-       and, with `random_phases`, a uniform random phase per station:
-       `V_ij → g_i conj(g_j) V_ij`.
+    3. Optional station errors per timestamp: amplitude
+       `|g| = |1 + gain_sigma·N(0,1)|` and, with `random_phases`, a uniform random
+       phase per station: `V_ij → g_i conj(g_j) V_ij`. The absolute value (as
+       eht-imaging's `gainp`) keeps amplitudes >= 0; it changes a draw only when
+       `1 + gain_sigma·N(0,1) < 0`, with probability `Φ(-1/gain_sigma)` per
+       station and timestamp: 3e-7 at `gain_sigma = 0.2`, 2% at 0.5, 31% at 2. So
+       for `gain_sigma ≲ 0.25` the amplitude errors are Gaussian with standard
+       deviation `gain_sigma`; larger values give a folded Gaussian (mean above 1,
+       amplitudes near 0 possible). For another distribution, observe without
+       errors and apply your own gains with [`eqmodels.apply_gains`][].
     4. Thermal noise from the radiometer equation,
        `σ = sqrt(SEFD_i SEFD_j / (2 Δν τ)) / η / sqrt(n_pol)` on each of the real
        and imaginary parts.
@@ -148,11 +166,12 @@ def observe(
     - `ra`, `dec`: source position in degrees (taken as coordinates of date).
     - `freq` (Hz), `mjd` (day), `times` (hours UTC of that day, the integration
       midpoints), `integration` (s, per row), `bandwidth` (Hz).
-    - `seed`: numpy random seed (noise and gains).
+    - `seed`: numpy random seed, an integer >= 0 (noise and gains).
     - `add_noise`: add thermal noise (sigmas are set either way).
     - `efficiency`: digitisation efficiency `η`; `n_pol`: parallel hands averaged
       into Stokes I (2 for RR and LL).
-    - `gain_sigma`, `random_phases`: station gain errors (see 3.).
+    - `gain_sigma`, `random_phases`: station gain errors (see 3.; `gain_sigma`
+      is the standard deviation of the gain amplitudes around 1).
     - `elevation_limit`: apply the stations' `el_min`.
     - `forward`: a forward-model class, called as `forward(grid, u, v)`.
     - `source`: source name.
@@ -170,6 +189,12 @@ def observe(
         raise TypeError(f"`gain_sigma` must be a number, got {gain_sigma!r}.")
     if not (math.isfinite(gain_sigma) and gain_sigma >= 0):
         raise ValueError(f"`gain_sigma` must be finite and >= 0, got {gain_sigma!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(
+            f"`seed` must be an integer (a numpy random seed), got {seed!r}."
+        )
+    if seed < 0:
+        raise ValueError(f"`seed` must be >= 0 (a numpy random seed), got {seed!r}.")
     if isinstance(image, AbstractImageModel):
         image = image()
     image = asarray(image)
@@ -191,6 +216,13 @@ def observe(
         elevation_limit=elevation_limit,
     )
     n = tracks["u"].size
+    stored = jnp.result_type(float)  # VisData's float dtype: float32 without x64
+    if np.unique(tracks["time"].astype(stored)).size < np.unique(tracks["time"]).size:
+        raise ValueError(
+            f"`times` has values closer than {stored} resolves (hours of day): they "
+            "would become repeated rows; space them further apart, or enable "
+            "`jax_enable_x64`."
+        )
     if n == 0:
         raise ValueError(
             "no baseline has both stations above their elevation limit at the given "
@@ -218,7 +250,7 @@ def observe(
         times_u, k = np.unique(tracks["time"], return_inverse=True)
         shape = (times_u.size, len(array))
         amp = (
-            1.0 + gain_sigma * rng.standard_normal(shape)
+            np.abs(1.0 + gain_sigma * rng.standard_normal(shape))
             if gain_sigma > 0
             else np.ones(shape)
         )

@@ -58,11 +58,20 @@ def taper(data: VisData, fwhm: float | int) -> VisData:
     **Arguments:** `data`, a [`eqmodels.VisData`][]; `fwhm`, the image-domain FWHM
     in radians (e.g. `em.uas_to_rad(20)`).
 
-    **Returns:** a new `VisData`.
+    **Returns:** a new `VisData`. Raises `ValueError` when the kernel underflows
+    (to 0, or to below the smallest normal number of the data's dtype) on some row:
+    a FWHM far beyond the data's resolution.
     """
     _check_data(data)
     k = taper_kernel(data, _positive("fwhm", fwhm, allow_zero=True))
-    return data.replace(vis=np.asarray(data.vis) * k, sigma=np.asarray(data.sigma) * k)
+    sigma = np.asarray(data.sigma) * k
+    if np.any(k == 0) or np.any(sigma < np.finfo(np.asarray(data.sigma).dtype).tiny):
+        raise ValueError(
+            f"`fwhm`={fwhm!r} rad tapers the longest baselines to zero (the kernel "
+            f"is {float(k.min()):.3g} there): use a FWHM comparable to the beam, in "
+            "radians (a few µas to tens of µas, e.g. `em.uas_to_rad(20)`)."
+        )
+    return data.replace(vis=np.asarray(data.vis) * k, sigma=sigma)
 
 
 def reverse_taper(data: VisData, fwhm: float | int) -> VisData:
@@ -73,16 +82,22 @@ def reverse_taper(data: VisData, fwhm: float | int) -> VisData:
     **Arguments:** `data`, a [`eqmodels.VisData`][]; `fwhm`, radians.
 
     **Returns:** a new `VisData`. Raises `ValueError` when the kernel underflows to 0
-    on some row (a FWHM far beyond the data's resolution).
+    on some row, or `V / K` or `σ / K` would overflow the data's dtype (a FWHM far
+    beyond the data's resolution).
     """
     _check_data(data)
     k = taper_kernel(data, _positive("fwhm", fwhm, allow_zero=True))
-    if np.any(k == 0) or not np.all(np.isfinite(1.0 / k)):
+    # The results must fit the data's dtype (float32 without x64).
+    big = np.finfo(np.asarray(data.sigma).dtype).max
+    vis, sigma = np.asarray(data.vis), np.asarray(data.sigma)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        fits = np.all(np.maximum(np.abs(vis), sigma) / k < big)
+    if np.any(k == 0) or not fits:
         raise ValueError(
             f"`fwhm`={fwhm!r} rad makes the reverse taper overflow on the longest "
             "baselines: use a FWHM comparable to the beam (a few µas to tens of µas)."
         )
-    return data.replace(vis=np.asarray(data.vis) / k, sigma=np.asarray(data.sigma) / k)
+    return data.replace(vis=vis / k, sigma=sigma / k)
 
 
 def _zbl_rows(data, uv_max):

@@ -50,10 +50,10 @@ class StationTable(eqx.Module, strict=True):
                 f"station {bad!r} is {radius.max():.4g} m from the Earth's centre: "
                 "`xyz` must be geocentric (ECEF) positions in metres."
             )
-        sefd = np.broadcast_to(np.asarray(sefd, np.float64), (n,))
+        sefd = _per_station("sefd", sefd, n)
         if not np.all(np.isfinite(sefd) & (sefd > 0)):
             raise ValueError("`sefd` must be finite and > 0 (Jy) for every station.")
-        el_min = np.broadcast_to(np.asarray(el_min, np.float64), (n,))
+        el_min = _per_station("el_min", el_min, n)
         if not np.all(np.isfinite(el_min) & (el_min >= -90) & (el_min < 90)):
             raise ValueError("`el_min` must be an elevation in degrees in [-90, 90).")
         self.names = names
@@ -87,6 +87,23 @@ class StationTable(eqx.Module, strict=True):
             f"{s}: {float(f):.4g} Jy" for s, f in zip(self.names, np.asarray(self.sefd))
         )
         return f"StationTable({len(self.names)} stations; SEFD {rows})"
+
+
+def _per_station(arg: str, x, n: int) -> np.ndarray:
+    """`x` as `(n,)` float64: one value for every station, or one per station."""
+    arr = np.asarray(x)
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
+        raise TypeError(f"`{arg}` must be numeric, got {x!r}.")
+    if np.iscomplexobj(arr):
+        raise TypeError(f"`{arg}` must be real, got a complex array.")
+    if arr.ndim == 0:
+        return np.full(n, float(arr))
+    if arr.shape != (n,):
+        raise ValueError(
+            f"`{arg}` must be one value for every station or one per station, shape "
+            f"({n},) for the {n} names, got shape {arr.shape}."
+        )
+    return arr.astype(np.float64)
 
 
 def _check_names(arg: str, names) -> tuple[str, ...]:

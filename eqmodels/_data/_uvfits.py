@@ -290,7 +290,8 @@ def _read(hdul, path, check=True) -> dict:
             val = header.get(f"CRVAL{ctypes[axis_name]}")
         return float(val) if val is not None else 0.0
 
-    ra = header_angle("OBSRA", "RA")
+    # Degrees in [0, 360], as VisData takes them (a header may hold -10 for 350).
+    ra = header_angle("OBSRA", "RA") % 360.0
     dec = header_angle("OBSDEC", "DEC")
     source = str(header.get("OBJECT", "unknown")).strip() or "unknown"
     bandwidth = _bandwidth(hdul, header, ctypes, raw.shape[1], raw.shape[2])

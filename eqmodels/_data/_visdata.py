@@ -72,14 +72,14 @@ class VisData(eqx.Module, strict=True):
         ant2: ArrayLike,
         *,
         station_names,
-        freq: float | int | tuple | list,
+        freq: float | int | tuple | list | ArrayLike,
         station_xyz: ArrayLike | None = None,
         tint: ArrayLike | None = None,
         band: ArrayLike | None = None,
         bandwidth: float | int = 0.0,
         source: str = "unknown",
-        ra: float | int = 0.0,
-        dec: float | int = 0.0,
+        ra: float | int | np.number = 0.0,
+        dec: float | int | np.number = 0.0,
         mjd: int = 51544,
         n_flagged: int = 0,
     ):
@@ -95,14 +95,17 @@ class VisData(eqx.Module, strict=True):
         - `ant1`, `ant2`: station indices into `station_names` (`ant1 != ant2`).
           Rows with `ant1 > ant2` are re-oriented (conjugated, `(u, v)` negated).
         - `station_names`: station codes, unique strings.
-        - `freq`: observing frequency in Hz, or one frequency per band when `band`
-          is given.
+        - `freq`: observing frequency in Hz (a number or a 0-d array), or one
+          frequency per band when `band` is given (several frequencies without
+          `band` are refused: which rows belong to which band is unknown).
         - `station_xyz`: ECEF positions (m), shape `(n_stations, 3)`; zeros if
           omitted.
-        - `tint`: integration time per row in seconds (default 0).
+        - `tint`: integration time in seconds, one for every row or one per row
+          (default 0).
         - `band`: band index per row (default all 0).
         - `bandwidth`: bandwidth in Hz (for the record).
-        - `source`, `ra`, `dec` (degrees), `mjd`: source and date.
+        - `source`, `ra`, `dec`, `mjd`: source and date; `ra` in degrees in
+          [0, 360] (not hours, eht-imaging's unit), `dec` in degrees in [-90, 90].
         - `n_flagged`: number of rows dropped before (for the record).
         """
         try:
@@ -139,11 +142,15 @@ class VisData(eqx.Module, strict=True):
                 f"`vis` has {int(np.sum(~np.isfinite(vis_arr)))} non-finite value(s): "
                 "drop or flag those rows first."
             )
-        tint = (
-            np.zeros(n) if tint is None else _real("tint", np.broadcast_to(tint, (n,)))
-        )
+        if tint is None:
+            tint = np.zeros(n)
+        else:
+            tint = _real("tint", tint)
+            if tint.ndim == 0:  # one integration time for every row
+                tint = np.full(n, float(tint))
         ant1 = _int("ant1", ant1)
         ant2 = _int("ant2", ant2)
+        band_given = band is not None
         band = np.zeros(n, np.int64) if band is None else _int("band", band)
         for name, arr in (
             ("v", v),
@@ -180,15 +187,13 @@ class VisData(eqx.Module, strict=True):
                 "(autocorrelations): drop them, VisData holds cross-correlations."
             )
 
-        freqs = (freq,) if isinstance(freq, int | float | np.number) else tuple(freq)
-        try:
-            freqs = tuple(float(f) for f in freqs)
-        except (TypeError, ValueError):
-            raise TypeError(
-                f"`freq` must be a frequency in Hz (or a list), got {freq!r}."
+        freqs = _freqs(freq)
+        if len(freqs) > 1 and not band_given:
+            raise ValueError(
+                f"`freq` gives {len(freqs)} frequencies but `band` is not given: "
+                "pass `band` (each row's index into `freq`), or one frequency; "
+                "`eqmodels.concatenate` combines single-band data sets into bands."
             )
-        if not freqs or not all(math.isfinite(f) and f > 0 for f in freqs):
-            raise ValueError(f"`freq` must be finite and > 0 (Hz), got {freq!r}.")
         if np.any((band < 0) | (band >= len(freqs))):
             raise ValueError(
                 f"`band` indices must lie in [0, {len(freqs)}): give one `freq` per band."
@@ -197,7 +202,13 @@ class VisData(eqx.Module, strict=True):
         if station_xyz is None:
             xyz = np.zeros((n_st, 3))
         else:
-            xyz = np.asarray(station_xyz, np.float64)
+            xyz = np.asarray(station_xyz)
+            if np.iscomplexobj(xyz) or not np.issubdtype(xyz.dtype, np.number):
+                raise TypeError(
+                    f"`station_xyz` must be real ECEF positions (m), got dtype "
+                    f"{xyz.dtype}."
+                )
+            xyz = xyz.astype(np.float64)
             if xyz.shape != (n_st, 3):
                 raise ValueError(
                     f"`station_xyz` must have shape (n_stations, 3) = ({n_st}, 3), got "
@@ -206,11 +217,13 @@ class VisData(eqx.Module, strict=True):
             if not np.all(np.isfinite(xyz)):
                 raise ValueError("`station_xyz` has non-finite values.")
 
-        for name, val in (("ra", ra), ("dec", dec), ("bandwidth", bandwidth)):
-            if not isinstance(val, int | float | np.number) or not math.isfinite(val):
-                raise ValueError(f"`{name}` must be a finite number, got {val!r}.")
-        if not -90.0 <= float(dec) <= 90.0:
-            raise ValueError(f"`dec` must be in degrees, in [-90, 90], got {dec}.")
+        ra, dec = check_ra_dec(ra, dec)
+        if (
+            isinstance(bandwidth, bool)
+            or not isinstance(bandwidth, int | float | np.number)
+            or not math.isfinite(bandwidth)
+        ):
+            raise ValueError(f"`bandwidth` must be a finite number, got {bandwidth!r}.")
         if not isinstance(mjd, int | np.integer):
             raise TypeError(f"`mjd` must be an integer day, got {mjd!r}.")
         if not isinstance(n_flagged, int | np.integer) or n_flagged < 0:
@@ -240,8 +253,8 @@ class VisData(eqx.Module, strict=True):
         self.band_freqs = freqs
         self.bandwidth = float(bandwidth)
         self.source = source
-        self.ra = float(ra)
-        self.dec = float(dec)
+        self.ra = ra
+        self.dec = dec
         self.mjd = int(mjd)
         self.n_flagged = int(n_flagged)
 
@@ -305,9 +318,10 @@ class VisData(eqx.Module, strict=True):
         [`eqmodels.VisData.scan_average`][], [`eqmodels.VisData.time_average`][],
         [`eqmodels.concatenate`][] and the closure products refuse them; drop them
         with `data.take(~data.duplicate_rows())`."""
+        # `+ 0.0` maps -0.0 to 0.0: the same timestamp, as closures group them.
         keys = np.stack(
             [
-                np.asarray(self.time, np.float64).view(np.int64),
+                (np.asarray(self.time, np.float64) + 0.0).view(np.int64),
                 np.asarray(self.band),
                 np.asarray(self.ant1),
                 np.asarray(self.ant2),
@@ -424,7 +438,8 @@ class VisData(eqx.Module, strict=True):
             keep &= ~(np.isin(a["ant1"], idx) | np.isin(a["ant2"], idx))
         if time_range is not None:
             lo, hi = _range("time_range", time_range)
-            keep &= (a["time"] >= lo) & (a["time"] <= hi)
+            t = a["time"].astype(np.float64)  # compare float32 times exactly
+            keep &= (t >= lo) & (t <= hi)
         if uv_range is not None:
             lo, hi = _range("uv_range", uv_range)
             uvd = self.uvdist
@@ -545,6 +560,45 @@ class VisData(eqx.Module, strict=True):
             f"stations={list(self.stations_present())}, "
             f"freq={self.freq / 1e9:.4f} GHz)"
         )
+
+
+def _freqs(freq) -> tuple[float, ...]:
+    """`freq` (a number, a 0-d array or a sequence) as a tuple of Hz."""
+    arr = np.asarray(freq) if not isinstance(freq, str) else None
+    if (
+        arr is None
+        or arr.ndim > 1
+        or arr.dtype == bool
+        or not np.issubdtype(arr.dtype, np.number)
+        or np.iscomplexobj(arr)
+    ):
+        raise TypeError(
+            "`freq` must be a frequency in Hz, or a list of one per band, got "
+            f"{freq!r}."
+        )
+    freqs = tuple(float(f) for f in arr.reshape(-1))
+    if not freqs or not all(math.isfinite(f) and f > 0 for f in freqs):
+        raise ValueError(f"`freq` must be finite and > 0 (Hz), got {freq!r}.")
+    return freqs
+
+
+def check_ra_dec(ra, dec) -> tuple[float, float]:
+    """`(ra, dec)` as floats, checked: finite numbers of degrees, `ra` in [0, 360]
+    and `dec` in [-90, 90]."""
+    for name, val in (("ra", ra), ("dec", dec)):
+        if isinstance(val, bool) or not isinstance(val, numbers.Real):
+            raise TypeError(f"`{name}` must be a number of degrees, got {val!r}.")
+        if not math.isfinite(val):
+            raise ValueError(f"`{name}` must be a finite number, got {val!r}.")
+    if not 0.0 <= ra <= 360.0:
+        raise ValueError(
+            f"`ra` must be a right ascension in degrees, in [0, 360], got {ra!r}: "
+            "wrap it with `ra % 360` (eqmodels takes degrees, not eht-imaging's "
+            "hours)."
+        )
+    if not -90.0 <= dec <= 90.0:
+        raise ValueError(f"`dec` must be in degrees, in [-90, 90], got {dec!r}.")
+    return float(ra), float(dec)
 
 
 def _real(name, x) -> np.ndarray:
