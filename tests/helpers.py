@@ -2,6 +2,11 @@
 
 import contextlib
 import io
+import json
+import os
+import pathlib
+import subprocess
+import sys
 import warnings
 
 import jax
@@ -82,3 +87,20 @@ def ehtim_row_index(obs, data) -> np.ndarray:
             )
         ]
     )
+
+
+def run_without_x64(code: str, *args: str) -> dict:
+    """Run `code` in a fresh interpreter with JAX's default configuration (no
+    x64, float32 arrays, no runtime type checker) and return the JSON it prints."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("JAX_ENABLE_X64", None)
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=pathlib.Path(__file__).resolve().parents[1],
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])

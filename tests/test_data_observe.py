@@ -11,9 +11,8 @@ import eqmodels as eqm
 from eqmodels._data import _earth
 
 from .conftest import TEST_DATA
-from .helpers import assert_allclose
+from .helpers import assert_allclose, run_without_x64
 from .reference import data_earth as ref
-from .test_data_visdata import _run_without_x64
 
 
 LOCAL = TEST_DATA / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
@@ -330,7 +329,7 @@ print(json.dumps(out))
 def test_observe_names_arguments_of_the_wrong_type():
     """Without the test suite's type checker (as users run it), eqmodels' own
     checks name the argument (`ra="x"` was `must be real number, not str`)."""
-    got = _run_without_x64(_WRONG_TYPES)
+    got = run_without_x64(_WRONG_TYPES)
     for key, name in (("ra'x'", "ra"), ("dec'x'", "dec"), ("seed'a'", "seed"),
                       ("seed1.5", "seed")):  # fmt: skip
         assert got[key].startswith(f"TypeError: `{name}` must be"), got[key]

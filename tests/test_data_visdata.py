@@ -1,11 +1,7 @@
 """VisData: construction checks, selection, concatenation, scans and averaging."""
 
-import json
 import math
-import os
 import pathlib
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -15,30 +11,13 @@ import pytest
 import eqmodels as eqm
 
 from .conftest import SHARED_DATA, TEST_DATA
-from .helpers import assert_allclose
+from .helpers import assert_allclose, run_without_x64
 from .reference import data_averaging as ref
 
 
 LOCAL = TEST_DATA / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
 APR11 = SHARED_DATA / "eht/m87_2017/SR1_M87_2017_101_lo_hops_netcal_StokesI.uvfits"
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-
-def _run_without_x64(code: str, *args: str) -> dict:
-    """Run `code` in a fresh interpreter with JAX's default configuration (no
-    x64, float32 arrays, no runtime type checker) and return the JSON it prints."""
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    env.pop("JAX_ENABLE_X64", None)
-    out = subprocess.run(
-        [sys.executable, "-c", code, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=300,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -330,7 +309,7 @@ def test_time_bins_do_not_depend_on_x64():
     seconds since 1960 (~1.8e9) are 128 s apart: unrelated records were averaged
     together. The bins and time selections are float64 on the host either way."""
     paths = [str(p) for p in (LOCAL, APR11) if p.exists()]
-    got = _run_without_x64(_FLOAT32_TIMES, *paths)
+    got = run_without_x64(_FLOAT32_TIMES, *paths)
     assert got["dtype"] == "float32"
     assert got["rows_10s"] == 60
     assert got["rows_60s"] == 10
