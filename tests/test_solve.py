@@ -390,3 +390,82 @@ def test_float32_model_stays_float32(solver):
     sol = em.solve(term, model, solver, max_steps=10)
     assert sol.model.params.dtype == np.float32
     assert float(sol.value) < 0.5 * float(term(model()))
+
+
+class _SqrtResiduals(eqx.Module):
+    """`Σ (√x − 0)²`: a least-squares objective whose first Gauss-Newton step from
+    x = 0.5 lands on x = −0.5, where √x is NaN."""
+
+    def residuals(self, image):
+        return jnp.sqrt(image().ravel())
+
+    def __call__(self, image):
+        r = self.residuals(image)
+        return jnp.sum(r * r)
+
+
+class _SqrtPenalty(em.AbstractRegularizer, strict=True):
+    """`100 Σ (x − 0.05)² + Σ √x`: NaN for a negative pixel; Adam's first step
+    (length `learning_rate` per pixel) from 0.5 with rate 1 reaches −0.5."""
+
+    def penalty(self, image):
+        return 100 * jnp.sum((image - 0.05) ** 2) + jnp.sum(jnp.sqrt(image))
+
+
+@pytest.mark.parametrize(
+    "solver,objective,stops",
+    [
+        (em.Adam(1.0), "penalty", True),
+        (em.OptaxSolver(optax.sgd(1.0)), "penalty", True),
+        (em.GaussNewton(), "residuals", True),
+        (em.LevenbergMarquardt(), "residuals", False),
+        (em.LBFGS(), "penalty", False),
+        (em.LBFGS(linesearch="zoom"), "penalty", False),
+    ],
+    ids=lambda x: repr(x)[:30],
+)
+def test_a_step_onto_nan_is_not_taken(solver, objective, stops):
+    """Every solver returns a finite point with its finite value when a step lands
+    where the objective is NaN: Adam, optax and Gauss-Newton stop there with
+    `nonfinite` (before, they returned the NaN point); L-BFGS shortens the step and
+    Levenberg-Marquardt raises its damping, and both carry on."""
+    obj = _SqrtResiduals() if objective == "residuals" else _SqrtPenalty()
+    sol = em.solve(obj, start(), solver, max_steps=30)
+    assert np.all(np.isfinite(np.asarray(sol.model.params)))
+    assert np.isfinite(float(sol.value))
+    assert_allclose(float(sol.value), float(obj(sol.model)), rtol=1e-12)
+    if stops:
+        assert sol.reason == "nonfinite"
+        # The first step failed: the start is returned, after two evaluations.
+        assert int(sol.steps) == 0
+        assert int(sol.stats["evaluations"]) == 2
+        assert_allclose(np.asarray(sol.model.params), np.asarray(start().params))
+    else:
+        assert sol.reason != "nonfinite"
+        assert float(sol.value) < float(obj(start()))
+
+
+class _OneNaNGradient(em.AbstractRegularizer, strict=True):
+    """A finite value whose gradient is NaN at exactly one pixel of a 64² image
+    (`|x − x₀|` at 0 has derivative 0, times the square root's infinite one)."""
+
+    def penalty(self, image):
+        return jnp.sum(jnp.sqrt(jnp.abs(image - image[5, 5]) + 1.0)) + jnp.sum(
+            jnp.sqrt(jnp.abs(image[5, 5] - image[5, 5]))
+        )
+
+
+@pytest.mark.parametrize("solver", ["lbfgs", "adam", "lbfgs-zoom"])
+def test_a_single_nan_in_the_start_gradient_stops_at_once(solver):
+    """One NaN among 4096 gradient entries at the start: `nonfinite` after no step.
+    (XLA's CPU `max` reduction can drop a NaN, so a plain `max |g|` let Adam step
+    and return a NaN model.)"""
+    grid = em.ImageGrid.from_fov(64, 128.0)
+    model = em.PixelImage(grid, np.full(grid.shape, 0.5), transform="identity")
+    obj = _OneNaNGradient()
+    grads = eqx.filter_grad(lambda m: obj(m))(model).params
+    assert int(np.sum(~np.isfinite(np.asarray(grads)))) == 1
+    sol = em.solve(obj, model, solver, max_steps=5)
+    assert sol.reason == "nonfinite"
+    assert int(sol.steps) == 0
+    assert np.all(np.isfinite(np.asarray(sol.model.params)))

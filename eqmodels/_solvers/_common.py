@@ -24,6 +24,23 @@ def stop_reason(f, fprev, g_inf, ftol, gtol):
     ).astype(jnp.int32)
 
 
+def inf_norm(tree) -> jax.Array:
+    """The largest `|x|` over the array leaves of `tree`, and NaN when any entry is
+    NaN or infinite. (XLA's vectorised `max` reduction on a CPU can drop a NaN: a
+    plain `jnp.max(jnp.abs(g))` of a gradient with one NaN entry may be finite.)"""
+    leaves = [x for x in jax.tree.leaves(tree) if x.size]
+    if not leaves:
+        return jnp.zeros(())
+    largest = jnp.max(jnp.stack([jnp.max(jnp.abs(x)) for x in leaves]))
+    return jnp.where(all_finite(leaves), largest, jnp.nan)
+
+
+def all_finite(tree) -> jax.Array:
+    """Whether every entry of every array leaf of `tree` is finite."""
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.asarray(True)
+
+
 def batch_while_loop(running, body, init, axis_name=None):
     """`lax.while_loop(running, body, init)`, or, under `vmap(..., axis_name=...)`,
     a loop whose condition is reduced over the batch (`psum`) and whose `body(c,

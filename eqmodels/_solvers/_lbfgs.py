@@ -150,7 +150,8 @@ def lbfgs_backtracking(
         f_t = f_t.astype(dtype)
         evals = evals + 1
         gd = jnp.dot(g, d)
-        finite = jnp.isfinite(f_t) & jnp.all(jnp.isfinite(g_t))
+        g_finite = jnp.all(jnp.isfinite(g_t))
+        finite = jnp.isfinite(f_t) & g_finite
         armijo = finite & (f_t <= f + _C1 * alpha * gd)
         accept = armijo | ~started
         # Memory update on an accepted step with positive curvature.
@@ -187,7 +188,11 @@ def lbfgs_backtracking(
         )
         ls_new = jnp.where(accept, zero_i, ls + 1)
         k_new = k + jnp.where(accept & started, 1, 0).astype(jnp.int32)
-        g_inf = jnp.max(jnp.abs(g_a))
+        # NaN for a non-finite gradient (a CPU `max` reduction can drop a NaN); a
+        # rejected trial keeps the last accepted gradient, which was finite.
+        g_inf = jnp.where(
+            accept & ~g_finite, jnp.asarray(jnp.nan, dtype), jnp.max(jnp.abs(g_a))
+        )
         reason = jnp.where(
             accept,
             jnp.where(

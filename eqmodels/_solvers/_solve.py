@@ -19,6 +19,7 @@ from ._common import (
     FTOL,
     gate,
     GTOL,
+    inf_norm,
     NONFINITE,
     REASONS,
     RUNNING,
@@ -48,7 +49,10 @@ class Solution(eqx.Module, strict=True):
     - `result`: an index into `eqmodels.solvers.REASONS` — `max_steps`, `gtol`
       (gradient below tolerance), `ftol` (relative decrease below tolerance),
       `nonfinite` (the objective or its gradient is NaN/inf) or `linesearch` (no
-      decrease found along the search direction: stuck at rounding level).
+      decrease found along the search direction: stuck at rounding level). On
+      `nonfinite`, `model`, `value` and `steps` are those of the last point where
+      the value and gradient were finite (L-BFGS shortens its step instead, and
+      stops there only when the start itself is not finite).
     - `converged`: `result` is `gtol` or `ftol`.
     - `stats`: `{"max_steps": ..., "evaluations": ...}` (objective evaluations;
       Jacobians count as one).
@@ -79,11 +83,6 @@ class _Options(eqx.Module):
     max_steps: Int[Array | np.ndarray, ""]
     ftol: Float[Array | np.ndarray, ""]
     gtol: Float[Array | np.ndarray, ""]
-
-
-def _inf_norm(tree) -> Scalar:
-    leaves = [jnp.max(jnp.abs(x)) for x in jax.tree.leaves(tree) if x.size]
-    return jnp.max(jnp.stack(leaves)) if leaves else jnp.zeros(())
 
 
 def _match_types(init, like):
@@ -140,14 +139,21 @@ def _gradient_loop(solver, fn, params, opts, axis_name=None):
 
     def body(c):
         params, state, f, g, evals, k, _ = c
-        params, state, fnew, gnew = step(params, state, f, g)
-        reason = stop_reason(fnew, f, _inf_norm(gnew), opts.ftol, opts.gtol)
+        new_params, state, fnew, gnew = step(params, state, f, g)
+        reason = stop_reason(fnew, f, inf_norm(gnew), opts.ftol, opts.gtol)
         evals = evals + evaluations(state)
-        return params, state, fnew, gnew, evals, k + 1, reason
+        # A step onto a non-finite value or gradient stops the loop at the last
+        # finite point (the state is not kept: the loop ends here).
+        ok = reason != NONFINITE
+        params, fnew, gnew = jax.tree.map(
+            lambda a, b: jnp.where(ok, a, b), (new_params, fnew, gnew), (params, f, g)
+        )
+        return params, state, fnew, gnew, evals, k + ok.astype(k.dtype), reason
 
+    g0_inf = inf_norm(g0)
     reason0 = jnp.where(
-        jnp.isfinite(f0),
-        jnp.where(_inf_norm(g0) <= opts.gtol, GTOL, RUNNING),
+        jnp.isfinite(f0) & jnp.isfinite(g0_inf),
+        jnp.where(g0_inf <= opts.gtol, GTOL, RUNNING),
         NONFINITE,
     )
     zero = jnp.zeros((), jnp.int32)
@@ -192,12 +198,12 @@ def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
         return (reason == RUNNING) & (k < opts.max_steps)
 
     def body(c):
-        x, r, jac, f, lam, nu, k, _ = c
+        x, r, jac, f, lam, nu, evals, k, _ = c
         delta = solve_step(r, jac, lam)
         x_new = x + delta
         r_new, j_new = linearise(x_new)
         f_new = jnp.sum(r_new * r_new)
-        g_inf = jnp.max(jnp.abs(2 * j_new.T @ r_new))
+        g_inf = inf_norm(2 * j_new.T @ r_new)
         if lm:
             jd = jac @ delta
             predicted = -(2 * jnp.dot(jd, r) + jnp.dot(jd, jd))
@@ -207,21 +213,30 @@ def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
             lam_new = jnp.where(accept, lam * factor, lam * nu)
             nu_new = jnp.where(accept, 2.0, 2 * nu)
         else:
-            accept = asarray(True)
+            # Gauss-Newton has no damping to retry with: a non-finite step stops
+            # the loop at the last finite point (below).
+            accept = jnp.isfinite(f_new)
             lam_new, nu_new = lam, nu
         x_out = jnp.where(accept, x_new, x)
         r_out = jnp.where(accept, r_new, r)
         j_out = jnp.where(accept, j_new, jac)
         f_out = jnp.where(accept, f_new, f)
-        g_out = jnp.where(accept, g_inf, jnp.max(jnp.abs(2 * jac.T @ r)))
+        g_out = jnp.where(accept, g_inf, inf_norm(2 * jac.T @ r))
         reason = stop_reason(f_out, f, g_out, opts.ftol, opts.gtol)
         # A rejected LM step (f unchanged) is not convergence: keep going.
         reason = jnp.where(accept | (reason == GTOL), reason, RUNNING)
-        return x_out, r_out, j_out, f_out, lam_new, nu_new, k + 1, reason
+        if not lm:
+            reason = jnp.where(accept, reason, NONFINITE)
+        # Every LM iteration counts (a rejected one raised λ); a Gauss-Newton step
+        # onto a non-finite value was not taken.
+        k_new = k + 1 if lm else k + accept.astype(k.dtype)
+        return x_out, r_out, j_out, f_out, lam_new, nu_new, evals + 1, k_new, reason
 
-    g0 = jnp.max(jnp.abs(2 * j0.T @ r0))
+    g0 = inf_norm(2 * j0.T @ r0)
     reason0 = jnp.where(
-        jnp.isfinite(f0), jnp.where(g0 <= opts.gtol, GTOL, RUNNING), NONFINITE
+        jnp.isfinite(f0) & jnp.isfinite(g0),
+        jnp.where(g0 <= opts.gtol, GTOL, RUNNING),
+        NONFINITE,
     )
     init = (
         x0,
@@ -230,13 +245,14 @@ def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
         f0,
         lam0,
         asarray(2.0, f0.dtype),
+        jnp.ones((), jnp.int32),  # evaluations (the start)
         jnp.zeros((), jnp.int32),
         reason0,
     )
-    x, *_, k, reason = batch_while_loop(
+    x, *_, evals, k, reason = batch_while_loop(
         cond, lambda c, active: gate(active, body(c), c), init, axis_name
     )
-    return x, k, reason, k + 1
+    return x, k, reason, evals
 
 
 @run_once_jit
