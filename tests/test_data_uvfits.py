@@ -529,6 +529,12 @@ def test_save_fits_errors(tmp_path):
         eqm.save_fits(np.zeros(grid.shape), (8, 8), p)
     with pytest.raises(ValueError, match="dec"):
         eqm.save_fits(np.zeros(grid.shape), grid, p, dec=100.0)
+    # ra in degrees, [0, 360], as everywhere else (a header of 400° or of hours
+    # given as negative degrees is refused, not written).
+    with pytest.raises(ValueError, match=r"`ra`.*\[0, 360\].*ra % 360"):
+        eqm.save_fits(np.zeros(grid.shape), grid, p, ra=400.0)
+    with pytest.raises(ValueError, match="`ra`"):
+        eqm.save_fits(np.zeros(grid.shape), grid, p, ra=-12.5)
     with pytest.raises(ValueError, match="freq"):
         eqm.save_fits(np.zeros(grid.shape), grid, p, freq=-1.0)
     eqm.save_fits(np.zeros(grid.shape), grid, p)

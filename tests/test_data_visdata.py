@@ -198,6 +198,14 @@ def test_select_errors(local):
         local.replace(flux=1.0)
     with pytest.raises(ValueError, match="boolean mask"):
         local.take(np.ones(3, bool))
+    with pytest.raises(TypeError, match="integer row indices.*float64"):
+        local.take(np.array([0.0, 1.0]))
+    with pytest.raises(ValueError, match="one-dimensional"):
+        local.take(np.zeros((2, 2), int))
+    with pytest.raises(IndexError, match=f"has {local.n_rows} rows"):
+        local.take([0, local.n_rows])
+    # Negative indices count from the end, as numpy's.
+    assert local.take([-1]).time[0] == local.time[-1]
 
 
 # ------------------------------------------------------------------ averaging

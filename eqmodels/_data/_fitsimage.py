@@ -8,6 +8,7 @@ import numpy as np
 from .._grid import ImageGrid
 from .._image._base import evaluated_on
 from ._uvfits import import_astropy_fits
+from ._visdata import check_ra_dec
 
 
 def as_image_array(image, grid, name: str = "image") -> np.ndarray:
@@ -74,10 +75,7 @@ def save_fits(
     if not isinstance(grid, ImageGrid):
         raise TypeError(f"`grid` must be an ImageGrid, got {type(grid).__name__}.")
     arr = as_image_array(image, grid)
-    if not -90 <= dec <= 90 or not math.isfinite(ra):
-        raise ValueError(
-            f"`ra`, `dec` must be degrees with |dec| <= 90, got {ra}, {dec}."
-        )
+    ra, dec = check_ra_dec(ra, dec)  # degrees, ra in [0, 360], |dec| <= 90
     path = os.fspath(path)
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path!r} exists; pass `overwrite=True` to replace it.")

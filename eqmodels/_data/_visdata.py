@@ -397,6 +397,23 @@ class VisData(eqx.Module, strict=True):
             raise ValueError(
                 f"a boolean mask must have shape ({self.n_rows},), got {index.shape}."
             )
+        if index.dtype != bool and not np.issubdtype(index.dtype, np.integer):
+            raise TypeError(
+                "`index` must be integer row indices or a boolean mask, got an array "
+                f"of {index.dtype}: pass e.g. `np.flatnonzero(mask)` or the mask "
+                "itself."
+            )
+        if index.ndim != 1:
+            raise ValueError(
+                f"`index` must be one-dimensional (row indices), got shape "
+                f"{index.shape}."
+            )
+        if index.size and (index.min() < -self.n_rows or index.max() >= self.n_rows):
+            raise IndexError(
+                f"`index` runs from {int(index.min())} to {int(index.max())}, but the "
+                f"data set has {self.n_rows} rows (valid: −{self.n_rows} to "
+                f"{self.n_rows - 1})."
+            )
         arrays = {k: a[index] for k, a in self._arrays().items()}
         if arrays["u"].size == 0:
             raise ValueError("the selection removed every row: nothing is left.")
