@@ -659,3 +659,56 @@ def test_save_fits_refuses_a_model_on_another_grid(tmp_path):
     ):
         eqm.save_fits(model, other, tmp_path / "m.fits")
     eqm.save_fits(model, eqm.ImageGrid.from_fov(16, 32.0), tmp_path / "m.fits")
+
+
+def test_load_fits_metadata_round_trips_through_save_fits(tmp_path):
+    """`load_fits(metadata=True)` gives `save_fits`'s keyword arguments back, so
+    `save_fits(..., **meta)` rewrites the same header; absent cards are left out."""
+    grid = eqm.ImageGrid(8, 8, eqm.uas_to_rad(4.0))
+    p = tmp_path / "a.fits"
+    meta_in = dict(ra=187.7059, dec=12.3911, freq=227.07e9, mjd=57854, source="M87")
+    eqm.save_fits(_test_image(grid), grid, p, **meta_in)
+    img, grid2, meta = eqm.load_fits(p, metadata=True)
+    assert meta == meta_in
+    q = tmp_path / "b.fits"
+    eqm.save_fits(img, grid2, q, **meta)
+    assert eqm.load_fits(q, metadata=True)[2] == meta_in
+    # Without the optional cards: only what the header gives.
+    bare = _edited_fits(tmp_path, np.ones((4, 4)), OBJECT=None, CRVAL1=None)
+    assert eqm.load_fits(bare, metadata=True)[2] == {"dec": 0.0}
+    # A negative RA (CRVAL1 of −10°) is wrapped into [0, 360].
+    wrapped = _edited_fits(tmp_path, np.ones((4, 4)), CRVAL1=-10.0)
+    assert eqm.load_fits(wrapped, metadata=True)[2]["ra"] == 350.0
+    # A frequency axis (CASA, DIFMAP) gives the frequency when FREQ is absent.
+    cube = _edited_fits(
+        tmp_path, np.ones((1, 4, 4)), NAXIS3=1, CTYPE3="FREQ", CRVAL3=86.0e9
+    )
+    assert eqm.load_fits(cube, metadata=True)[2]["freq"] == 86.0e9
+
+
+def test_load_fits_metadata_of_the_pipeline_image_agrees_with_ehtim(shared_data):
+    """The EHT pipeline's image (eht-imaging writes OBSRA/OBSDEC, FREQ and a
+    fractional MJD): the same position, frequency, day and source as eht-imaging
+    reads (its `ra` is in hours)."""
+    eh = pytest.importorskip("ehtim")
+    from tests.helpers import quiet
+
+    path = shared_data / "reference" / "m87_2017_101_ehtim_pipeline.fits"
+    _, _, meta = eqm.load_fits(path, metadata=True)
+    with quiet():
+        ref = eh.image.load_fits(str(path))
+    assert_allclose(meta["ra"], ref.ra * 15.0, rtol=1e-15)
+    assert_allclose(meta["dec"], ref.dec, rtol=1e-15)
+    assert meta["freq"] == ref.rf
+    assert meta["mjd"] == ref.mjd
+    assert meta["source"] == ref.source
+
+
+def test_load_fits_metadata_refuses_impossible_cards(tmp_path):
+    data = np.ones((4, 4))
+    with pytest.raises(ValueError, match="declination 100.0"):
+        eqm.load_fits(_edited_fits(tmp_path, data, CRVAL2=100.0), metadata=True)
+    with pytest.raises(ValueError, match="frequency -1.0 Hz"):
+        eqm.load_fits(_edited_fits(tmp_path, data, FREQ=-1.0), metadata=True)
+    # Without `metadata` the image still loads (the cards are not read).
+    assert eqm.load_fits(_edited_fits(tmp_path, data, CRVAL2=100.0))[0].shape == (4, 4)

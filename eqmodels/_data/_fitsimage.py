@@ -2,6 +2,7 @@
 
 import math
 import os
+from typing import Any
 
 import numpy as np
 
@@ -107,7 +108,9 @@ def save_fits(
     hdu.writeto(path, overwrite=overwrite)
 
 
-def load_fits(path: str | os.PathLike) -> tuple[np.ndarray, ImageGrid]:
+def load_fits(
+    path: str | os.PathLike, *, metadata: bool = False
+) -> tuple[np.ndarray, ImageGrid] | tuple[np.ndarray, ImageGrid, dict[str, Any]]:
     """Read an image written by [`eqmodels.save_fits`][] (or any FITS image with
     square pixels, `CDELT1 < 0 < CDELT2`), in Jy/pixel.
 
@@ -125,8 +128,20 @@ def load_fits(path: str | os.PathLike) -> tuple[np.ndarray, ImageGrid]:
     (as eht-imaging does); any other unit, a Jy/beam image without `BMAJ`/`BMIN`,
     and blanked (NaN) pixels raise a `ValueError`.
 
+    **Arguments:**
+
+    - `path`: the FITS file.
+    - `metadata`: also return the header's observation metadata (below).
+
     **Returns:** `(image, grid)`: the `(ny, nx)` array in our orientation (row 0
-    north, column 0 east) and its [`eqmodels.ImageGrid`][].
+    north, column 0 east) and its [`eqmodels.ImageGrid`][]. With `metadata=True`,
+    `(image, grid, meta)`: `meta` holds [`eqmodels.save_fits`][]'s keyword arguments
+    that the header gives, so `save_fits(image, grid, out, **meta)` writes them
+    back: `ra`, `dec` (degrees; `OBSRA`/`OBSDEC` as eht-imaging writes them, else
+    `CRVAL1/2` of the RA/Dec axes; `ra` wrapped into [0, 360]), `freq` (Hz; the
+    `FREQ` card, else the reference value of a `FREQ` axis), `mjd` (the whole day of
+    `MJD-OBS`, else of `MJD`, as eht-imaging reads it) and `source` (`OBJECT`).
+    A key the header does not give is left out.
     """
     fits = import_astropy_fits()
     path = os.fspath(path)
@@ -188,7 +203,58 @@ def load_fits(path: str | os.PathLike) -> tuple[np.ndarray, ImageGrid]:
     img = data[::-1, :] if d2 > 0 else data
     img = img[:, ::-1] if d1 > 0 else img
     grid = ImageGrid(img.shape[0], img.shape[1], psize)
+    if metadata:
+        return np.ascontiguousarray(img), grid, _metadata(header, path)
     return np.ascontiguousarray(img), grid
+
+
+def _metadata(header, path: str) -> dict[str, Any]:
+    """`save_fits`'s keyword arguments that `header` gives (see `load_fits`)."""
+
+    def number(*keys):
+        for key in keys:
+            value = header.get(key)
+            if value is None or isinstance(value, bool | str):
+                continue
+            value = float(value)
+            if not math.isfinite(value):
+                raise ValueError(f"{path!r}: the header's {key} is {value!r}.")
+            return value
+        return None
+
+    def axis(prefix):
+        for k in range(1, int(header.get("NAXIS", 0)) + 1):
+            if str(header.get(f"CTYPE{k}", "")).strip().upper().startswith(prefix):
+                return k
+        return None
+
+    meta: dict[str, Any] = {}
+    k_ra, k_dec, k_freq = axis("RA"), axis("DEC"), axis("FREQ")
+    ra = number("OBSRA", *([f"CRVAL{k_ra}"] if k_ra else []))
+    dec = number("OBSDEC", *([f"CRVAL{k_dec}"] if k_dec else []))
+    if ra is not None:
+        meta["ra"] = ra % 360.0
+    if dec is not None:
+        if not -90.0 <= dec <= 90.0:
+            raise ValueError(
+                f"{path!r}: the header's declination {dec!r} is not in [-90, 90] "
+                "degrees."
+            )
+        meta["dec"] = dec
+    freq = number("FREQ", *([f"CRVAL{k_freq}"] if k_freq else []))
+    if freq is not None:
+        if freq <= 0:
+            raise ValueError(
+                f"{path!r}: the header's frequency {freq!r} Hz is not > 0."
+            )
+        meta["freq"] = freq
+    mjd = number("MJD-OBS", "MJD")
+    if mjd is not None:
+        meta["mjd"] = int(math.floor(mjd))
+    source = header.get("OBJECT")
+    if isinstance(source, str) and source.strip():
+        meta["source"] = source.strip()
+    return meta
 
 
 def _to_jy_per_pixel(header, psize: float, path: str) -> float:
