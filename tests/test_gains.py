@@ -468,6 +468,73 @@ def test_gain_corrected_errors():
         em.GainCorrected(amp, short)
 
 
+@pytest.mark.parametrize("select", ["time", "scan", "rows"])
+def test_gain_corrected_refuses_a_term_of_a_selection_with_the_whole_datas_gains(
+    select,
+):
+    """A term built from a selection that drops timestamps (the second and third
+    scans; a station's rows that leave some timestamps empty) indexes the
+    selection's own time slots: with gains of the whole data its rows would take
+    other intervals' gains, silently (the indices stay in range). Refused, naming
+    the fix; the gains carried with `at` give each row its own interval's gain."""
+    d = synthetic()
+    g = random_gains(d)
+    if select == "time":
+        sel = d.select(time_range=(1.9, 4.0))
+    elif select == "scan":
+        sel = d.take(np.asarray(d.time) > 3.0)
+    else:  # rows of one station only, at every other timestamp
+        keep = (np.asarray(d.ant1) == 0) & np.isin(np.asarray(d.time), TIMES[1::2])
+        sel = d.take(keep)
+    assert sel.time_table != d.time_table
+    for term in (
+        em.VisChi2.from_data(sel, GRID),
+        em.AmpChi2.from_data(em.amplitudes(sel), GRID),
+    ):
+        # The old check passes: every index is in range of the whole data's slots.
+        assert int(np.max(term.time_index)) < g.slot_interval.shape[0]
+        with pytest.raises(ValueError, match="different data sets.*gains.at\\(data\\)"):
+            em.GainCorrected(term, g)
+        carried = g.at(sel)
+        em.GainCorrected(term, carried)  # accepted
+    # The carried gains give every row of the selection the factor its row has in
+    # the whole data (rows matched by time and baseline).
+    rows = [
+        np.flatnonzero(
+            (np.asarray(d.time) == t)
+            & (np.asarray(d.ant1) == a)
+            & (np.asarray(d.ant2) == b)
+        )[0]
+        for t, a, b in zip(
+            np.asarray(sel.time), np.asarray(sel.ant1), np.asarray(sel.ant2)
+        )
+    ]
+    full = np.asarray(g.factor(_pairs(d), d.time_index))[rows]
+    sel_term = em.VisChi2.from_data(sel, GRID)
+    got = np.asarray(g.at(sel).factor(sel_term.stations, sel_term.time_index))
+    assert_allclose(got, full, rtol=1e-14)
+
+
+def test_gain_corrected_checks_tables_only_when_both_are_known():
+    """Terms and gains built by hand (no `time_table`: -1) are not compared; the
+    same data set's term and gains, and its products', agree."""
+    d = synthetic()
+    g = random_gains(d)
+    vis, amp = _terms(d)
+    assert (
+        int(vis.time_table) == int(amp.time_table) == int(g.time_table) == d.time_table
+    )
+    cph = em.ClosurePhaseChi2.from_data(em.closure_phases(d), GRID)
+    assert int(cph.time_table) == d.time_table
+    em.GainCorrected(cph, g)
+    hand = em.StationGains(g.log_amp, g.phase, g.slot_interval, g.bounds, NAMES)
+    assert int(hand.time_table) == -1
+    sel = em.VisChi2.from_data(d.select(time_range=(1.9, 4.0)), GRID)
+    em.GainCorrected(sel, hand)  # unknown table: only the range checks apply
+    with pytest.raises(TypeError, match="`time_table` must be one integer"):
+        em.VisChi2(vis.forward, d.vis, d.sigma, time_table=1.5)
+
+
 # -------------------------------------------------------------------- priors
 def test_priors_match_numpy():
     d = synthetic()

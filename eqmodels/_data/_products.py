@@ -4,7 +4,8 @@ Every product row carries the (u, v) of each of its legs, **already oriented**: 
 sign of each baseline (whether the closure walks it forwards or backwards) is folded
 into the leg's (u, v), since `V(-u, -v) = conj V(u, v)` for a real image. `sign`
 records it. `stations` holds the station indices of each row (into the parent
-`VisData.station_names`), `time` the timestamp in hours.
+`VisData.station_names`), `time` the timestamp in hours, `time_index` its index into the parent's
+`timestamps()` and `time_table` that table's fingerprint (`VisData.time_table`).
 """
 
 import equinox as eqx
@@ -22,6 +23,7 @@ class AmpProducts(eqx.Module, strict=True):
     time: Float[Array, " n"]
     stations: Int[Array, "n 2"]
     time_index: Int[Array, " n"]
+    time_table: int = eqx.field(static=True, default=-1)
 
 
 class BispectrumProducts(eqx.Module, strict=True):
@@ -36,6 +38,7 @@ class BispectrumProducts(eqx.Module, strict=True):
     stations: Int[Array, "n 3"]
     legs: Int[Array, "n 3 2"]
     time_index: Int[Array, " n"]
+    time_table: int = eqx.field(static=True, default=-1)
 
 
 class ClosurePhaseProducts(eqx.Module, strict=True):
@@ -50,6 +53,7 @@ class ClosurePhaseProducts(eqx.Module, strict=True):
     stations: Int[Array, "n 3"]
     legs: Int[Array, "n 3 2"]
     time_index: Int[Array, " n"]
+    time_table: int = eqx.field(static=True, default=-1)
 
 
 class ClosureAmpProducts(eqx.Module, strict=True):
@@ -63,6 +67,7 @@ class ClosureAmpProducts(eqx.Module, strict=True):
     stations: Int[Array, "n 4"]
     legs: Int[Array, "n 4 2"]
     time_index: Int[Array, " n"]
+    time_table: int = eqx.field(static=True, default=-1)
 
 
 class LogClosureAmpProducts(eqx.Module, strict=True):
@@ -76,3 +81,4 @@ class LogClosureAmpProducts(eqx.Module, strict=True):
     stations: Int[Array, "n 4"]
     legs: Int[Array, "n 4 2"]
     time_index: Int[Array, " n"]
+    time_table: int = eqx.field(static=True, default=-1)

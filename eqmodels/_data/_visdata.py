@@ -3,6 +3,7 @@
 import datetime
 import math
 import numbers
+import zlib
 
 import equinox as eqx
 import numpy as np
@@ -298,6 +299,15 @@ class VisData(eqx.Module, strict=True):
         """Names of the stations that appear in at least one row (table order)."""
         used = np.union1d(np.asarray(self.ant1), np.asarray(self.ant2))
         return tuple(self.station_names[i] for i in used)
+
+    @property
+    def time_table(self) -> int:
+        """A fingerprint of [`eqmodels.VisData.timestamps`][] (a CRC of the
+        times), the table that [`eqmodels.VisData.time_index`][] points into. Data
+        terms built from this data set or its products carry it, and
+        [`eqmodels.GainCorrected`][] refuses a term and gains whose tables differ
+        (e.g. a term from a time selection of the data the gains were built on)."""
+        return timestamps_key(self.timestamps())
 
     def timestamps(self) -> np.ndarray:
         """The distinct timestamps (hours), sorted: the data set's time slots (see
@@ -597,6 +607,13 @@ def _freqs(freq) -> tuple[float, ...]:
     if not freqs or not all(math.isfinite(f) and f > 0 for f in freqs):
         raise ValueError(f"`freq` must be finite and > 0 (Hz), got {freq!r}.")
     return freqs
+
+
+def timestamps_key(timestamps) -> int:
+    """The fingerprint of a table of timestamps (hours): a CRC-32 of its float64
+    bytes, in [0, 2³¹) (an int32 leaf; −1 means unknown)."""
+    table = np.ascontiguousarray(np.asarray(timestamps, np.float64))
+    return zlib.crc32(table.tobytes()) & 0x7FFFFFFF
 
 
 def check_ra_dec(ra, dec) -> tuple[float, float]:

@@ -78,6 +78,25 @@ class GainCorrected(AbstractDataTerm, strict=True):
                     "set (`StationGains.from_data(data)`) or carry them with "
                     "`gains.at(data)`."
                 )
+            theirs, ours = getattr(term, "time_table", None), gains.time_table
+            if (
+                theirs is not None
+                and is_concrete(theirs)
+                and is_concrete(ours)
+                and np.any(
+                    (np.asarray(theirs) >= 0)
+                    & (np.asarray(ours) >= 0)
+                    & (np.asarray(theirs) != np.asarray(ours))
+                )
+            ):
+                raise ValueError(
+                    f"`term` ({type(term).__name__}) and `gains` index the time slots "
+                    "of different data sets (their `time_table` fingerprints differ), "
+                    "e.g. a term built from a time selection, another band or an "
+                    "averaging of the data the gains were built on: its `time_index` "
+                    "would pick the wrong intervals. Carry the gains to the term's "
+                    "data with `gains.at(data)`, or build the gains from it."
+                )
             n_slots = int(gains.slot_interval.shape[0])
             if ti.size and ti.max() >= n_slots:
                 raise ValueError(

@@ -242,7 +242,9 @@ def self_calibrate(
         asarray([method != "phase", method != "amp"]),
         max_steps=int(max_steps),
     )
-    gains = StationGains(la[:n_int], ph[:n_int], slot, bounds, names, present)
+    gains = StationGains(
+        la[:n_int], ph[:n_int], slot, bounds, names, present, data.time_table
+    )
     return gains.calibrate(data), gains
 
 

@@ -10,6 +10,7 @@ from jaxtyping import Array, ArrayLike, Bool, Complex, Float, Int
 
 from .._data._visdata import DEFAULT_SCAN_GAP_S, VisData
 from .._numerics import asarray
+from .._terms._common import time_table_leaf
 from .._validation import is_concrete
 from ._intervals import nearest_interval, slot_presence, solution_intervals
 
@@ -44,6 +45,7 @@ class StationGains(eqx.Module, strict=True):
     phase: Float[Array, "k s"]
     slot_interval: Int[Array, "t ..."]
     present: Bool[Array, "k s"]
+    time_table: Int[Array, ""]
     bounds: tuple[tuple[float, float], ...] = eqx.field(static=True)
     station_names: tuple[str, ...] = eqx.field(static=True)
 
@@ -55,6 +57,7 @@ class StationGains(eqx.Module, strict=True):
         bounds: ArrayLike | Sequence[Sequence[float]],
         station_names: Sequence[str],
         present: ArrayLike | None = None,
+        time_table: int | ArrayLike | None = None,
     ):
         """**Arguments:**
 
@@ -70,6 +73,10 @@ class StationGains(eqx.Module, strict=True):
         - `present`: which stations have a solution in each interval (boolean,
           `(n_intervals, n_stations)`), what [`eqmodels.StationGains.at`][] looks
           for; default all.
+        - `time_table`: the fingerprint of the data set's timestamps
+          ([`eqmodels.VisData.time_table`][]) that the time slots are, checked by
+          [`eqmodels.GainCorrected`][] against its term's; default unknown (`-1`,
+          not checked). `from_data` and `at` set it.
         """
         names = tuple(station_names) if not isinstance(station_names, str) else ()
         if not names or not all(isinstance(s, str) for s in names):
@@ -145,6 +152,7 @@ class StationGains(eqx.Module, strict=True):
         self.log_amp, self.phase = arrays
         self.slot_interval = asarray(slot_interval, jnp.int32)
         self.present = asarray(present, bool)
+        self.time_table = time_table_leaf(time_table)
         self.bounds = tuple((float(lo), float(hi)) for lo, hi in b)
         self.station_names = names
 
@@ -185,7 +193,7 @@ class StationGains(eqx.Module, strict=True):
                 raise ValueError("`gains` must be finite and non-zero.")
             la, ph = np.log(np.abs(g)), np.angle(g)
         present = slot_presence(data, slot, bounds.shape[0])
-        return cls(la, ph, slot, bounds, data.station_names, present)
+        return cls(la, ph, slot, bounds, data.station_names, present, data.time_table)
 
     @property
     def n_intervals(self) -> int:
@@ -313,7 +321,13 @@ class StationGains(eqx.Module, strict=True):
         la = xp.where(known, log_amp[:, cols_arr], zero)
         ph = xp.where(known, phase[:, cols_arr], zero)
         return StationGains(
-            la, ph, slot, bounds, data.station_names, present[:, cols_arr] & known
+            la,
+            ph,
+            slot,
+            bounds,
+            data.station_names,
+            present[:, cols_arr] & known,
+            data.time_table,
         )
 
     def _row_factor(self, data: VisData) -> np.ndarray:

@@ -18,6 +18,7 @@ from .._terms._base import (
     ImageLike,
     n_rows_leaf,
 )
+from .._terms._common import time_table_leaf
 from ._mesh import check_mesh, forward_prefixes, padded_length, place, split_specs
 
 
@@ -157,6 +158,7 @@ class ShardedChi2(AbstractDataTerm, strict=True):
         index = np.concatenate([np.arange(n), np.zeros(length - n, np.int64)])
         slots = getattr(data, "time_index", None)
         slots = None if slots is None else np.asarray(slots)
+        table = getattr(data, "time_table", None)
         row_sharding = NamedSharding(mesh, P(axis_name))
         pieces = {}
         for device, (where,) in row_sharding.addressable_devices_indices_map(
@@ -165,7 +167,7 @@ class ShardedChi2(AbstractDataTerm, strict=True):
             rows = index[where]
             term = term_cls.from_data(_take_data_rows(data, rows, n), grid, **kwargs)
             live = np.arange(length)[where] < n
-            pieces[device] = _as_piece(term, rows, live, n, slots)
+            pieces[device] = _as_piece(term, rows, live, n, slots, table)
         proto = next(iter(pieces.values()))
         specs = _row_specs(proto, axis_name)
         leaves = [jax.tree_util.tree_leaves(piece) for piece in pieces.values()]
@@ -275,15 +277,17 @@ def _take_data_rows(data, rows: np.ndarray, n: int):
     )
 
 
-def _as_piece(term, rows, live, n, slots):
+def _as_piece(term, rows, live, n, slots, table):
     """A device's share: weight 0 on its padding rows (`~live`), the whole data
-    set's `n_rows` and time slots."""
+    set's `n_rows` and time slots (and their table's fingerprint)."""
     weight = term.weight * asarray(live, term.weight.dtype)
     term = eqx.tree_at(lambda t: (t.weight, t.n_rows), term, (weight, n_rows_leaf(n)))
     if slots is not None and "time_index" in term.row_fields:
         term = eqx.tree_at(
             lambda t: t.time_index, term, asarray(slots[rows], jnp.int32)
         )
+    if table is not None and hasattr(term, "time_table"):
+        term = eqx.tree_at(lambda t: t.time_table, term, time_table_leaf(table))
     return term
 
 

@@ -13,6 +13,7 @@ from ._common import (
     real_rows,
     row_labels,
     term_from_data,
+    time_table_leaf,
 )
 
 
@@ -33,6 +34,7 @@ class AmpChi2(AbstractDataTerm, strict=True):
     n_rows: Int[Array, ""]
     stations: Int[Array, "n 2"]
     time_index: Int[Array, " n"]
+    time_table: Int[Array, ""]
 
     report_name = "amp"
     row_fields = ("amp", "weight", "stations", "time_index")
@@ -45,6 +47,7 @@ class AmpChi2(AbstractDataTerm, strict=True):
         *,
         stations: ArrayLike | None = None,
         time_index: ArrayLike | None = None,
+        time_table: int | ArrayLike | None = None,
     ):
         """**Arguments:**
 
@@ -53,6 +56,10 @@ class AmpChi2(AbstractDataTerm, strict=True):
         - `sigma`: amplitude noise (Jy, > 0), shape `(n,)`.
         - `stations`, `time_index`: each row's station pair and time slot (see
           [`eqmodels.VisChi2`][]); default unknown (`-1`).
+        - `time_table`: the fingerprint of the timestamps that `time_index`
+          points into ([`eqmodels.VisData.time_table`][]; `from_data` sets
+          it, and [`eqmodels.GainCorrected`][] checks it against the
+          gains'); default unknown (`-1`).
         """
         self.amp, self.weight, self.n_rows = real_rows(
             forward,
@@ -67,6 +74,7 @@ class AmpChi2(AbstractDataTerm, strict=True):
         self.stations, self.time_index = row_labels(
             stations, time_index, tuple(forward.u.shape)
         )
+        self.time_table = time_table_leaf(time_table)
 
     @classmethod
     def from_data(

@@ -15,6 +15,7 @@ from ._common import (
     check_forward,
     row_labels,
     term_from_data,
+    time_table_leaf,
     values_dtype,
     weight_from_sigma,
 )
@@ -36,6 +37,7 @@ class BispectrumChi2(AbstractDataTerm, strict=True):
     n_rows: Int[Array, ""]
     stations: Int[Array, "n 3 2"]
     time_index: Int[Array, " n"]
+    time_table: Int[Array, ""]
 
     report_name = "bs"
     row_fields = ("bispectrum", "weight", "stations", "time_index")
@@ -48,6 +50,7 @@ class BispectrumChi2(AbstractDataTerm, strict=True):
         *,
         stations: ArrayLike | None = None,
         time_index: ArrayLike | None = None,
+        time_table: int | ArrayLike | None = None,
     ):
         """**Arguments:**
 
@@ -57,6 +60,10 @@ class BispectrumChi2(AbstractDataTerm, strict=True):
         - `stations`: each leg's station pair (oriented as the leg is walked), and
           `time_index` each row's time slot (see [`eqmodels.VisChi2`][]); default
           unknown (`-1`).
+        - `time_table`: the fingerprint of the timestamps that `time_index`
+          points into ([`eqmodels.VisData.time_table`][]; `from_data` sets
+          it, and [`eqmodels.GainCorrected`][] checks it against the
+          gains'); default unknown (`-1`).
         """
         check_forward(forward, 3, "BispectrumChi2")
         n = forward.u.shape[0]
@@ -74,6 +81,7 @@ class BispectrumChi2(AbstractDataTerm, strict=True):
         self.stations, self.time_index = row_labels(
             stations, time_index, tuple(forward.u.shape)
         )
+        self.time_table = time_table_leaf(time_table)
 
     @classmethod
     def from_data(

@@ -14,6 +14,7 @@ from ._common import (
     real_rows,
     row_labels,
     term_from_data,
+    time_table_leaf,
     where_live,
 )
 
@@ -34,6 +35,7 @@ class ClosureAmpChi2(AbstractDataTerm, strict=True):
     n_rows: Int[Array, ""]
     stations: Int[Array, "n 4 2"]
     time_index: Int[Array, " n"]
+    time_table: Int[Array, ""]
 
     report_name = "camp"
     row_fields = ("camp", "weight", "stations", "time_index")
@@ -46,6 +48,7 @@ class ClosureAmpChi2(AbstractDataTerm, strict=True):
         *,
         stations: ArrayLike | None = None,
         time_index: ArrayLike | None = None,
+        time_table: int | ArrayLike | None = None,
     ):
         """**Arguments:**
 
@@ -55,6 +58,10 @@ class ClosureAmpChi2(AbstractDataTerm, strict=True):
         - `stations`: each leg's station pair (oriented as the leg is walked), and
           `time_index` each row's time slot (see [`eqmodels.VisChi2`][]); default
           unknown (`-1`).
+        - `time_table`: the fingerprint of the timestamps that `time_index`
+          points into ([`eqmodels.VisData.time_table`][]; `from_data` sets
+          it, and [`eqmodels.GainCorrected`][] checks it against the
+          gains'); default unknown (`-1`).
         """
         self.camp, self.weight, self.n_rows = real_rows(
             forward,
@@ -75,6 +82,7 @@ class ClosureAmpChi2(AbstractDataTerm, strict=True):
         self.stations, self.time_index = row_labels(
             stations, time_index, tuple(forward.u.shape)
         )
+        self.time_table = time_table_leaf(time_table)
 
     @classmethod
     def from_data(
