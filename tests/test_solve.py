@@ -339,9 +339,11 @@ def _numpy_two_loop(g, pairs):
 
 @pytest.mark.parametrize("n_pairs", [1, 3, 5, 8, 13])
 def test_lbfgs_matrix_two_loop_equals_the_textbook_recursion(n_pairs):
-    """The L-BFGS direction in matrix form (two products with the memory, two
-    triangular solves) equals the textbook recursion, with the circular buffer
-    partly filled, full, and wrapped around (memory 5)."""
+    """The L-BFGS direction in matrix form (one product with the memory, two
+    triangular solves, from the memory's inner products) equals the textbook
+    recursion, with the circular buffer partly filled, full, and wrapped around
+    (memory 5); the inner products kept up to date pair by pair equal the memory's
+    own, and so does the direction's product with the memory."""
     from eqmodels._solvers import _lbfgs
 
     m, n = 5, 40
@@ -352,27 +354,38 @@ def test_lbfgs_matrix_two_loop_equals_the_textbook_recursion(n_pairs):
         y = s * rng.uniform(0.5, 2.0, n) + 0.1 * rng.standard_normal(n)
         pairs.append((s, y))
     buf = jnp.zeros((2 * (m + 1), n))
-    sy_mat = jnp.zeros((m, m))
-    yy_mat = jnp.zeros((m, m))
+    gram = jnp.zeros((2 * (m + 1), 2 * (m + 1)))
     rho = jnp.zeros(m)
     head = jnp.asarray(0, jnp.int32)
+
+    def add(buf, gram, head, s, y, good):
+        # The solver derives the old memory's products with s and y; here they
+        # are computed directly.
+        buf_s, buf_y = buf @ s, buf @ y
+        new = _lbfgs._write_pair(buf, head, s, y, good)
+        return new, _lbfgs._update_gram(gram, head, s, y, good, buf_s, buf_y)
+
     # A rejected pair in between writes the spare slot and changes nothing.
-    junk = (jnp.full(n, jnp.nan), jnp.full(n, jnp.inf))
+    junk = (jnp.full(n, 1e3), jnp.full(n, -7.0))
     for i, (s, y) in enumerate(pairs):
-        buf, sy_mat, yy_mat = _lbfgs._add_pair(
-            buf, sy_mat, yy_mat, head, jnp.asarray(s), jnp.asarray(y), True
-        )
+        buf, gram = add(buf, gram, head, jnp.asarray(s), jnp.asarray(y), True)
         rho = rho.at[head].set(1.0 / (s @ y))
         head = (head + 1) % m
         if i == 1:
-            buf, sy_mat, yy_mat = _lbfgs._add_pair(
-                buf, sy_mat, yy_mat, head, *junk, False
-            )
+            buf, gram = add(buf, gram, head, *junk, False)
+    b = np.asarray(buf)
+    assert_allclose(np.asarray(gram), b @ b.T, rtol=1e-13, atol=1e-13 * n)
     g = rng.standard_normal(n)
     count = jnp.asarray(min(n_pairs, m), jnp.int32)
-    got = _lbfgs._two_loop(jnp.asarray(g), buf, sy_mat, yy_mat, rho, head, count)
+    got, buf_got = _lbfgs._two_loop(
+        jnp.asarray(g), buf @ jnp.asarray(g), buf, gram, rho, head, count
+    )
     want = _numpy_two_loop(g, pairs[-m:])
     assert_allclose(np.asarray(got), want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+    scale = np.abs(b).max() * np.abs(want).max() * n
+    assert_allclose(
+        np.asarray(buf_got), b @ np.asarray(got), rtol=0, atol=1e-13 * scale
+    )
 
 
 @pytest.mark.parametrize("solver", ["lbfgs", "lbfgs-zoom", "adam"])

@@ -27,24 +27,25 @@ _C1 = 1e-4  # Armijo sufficient-decrease constant
 _HIGHEST = jax.lax.Precision.HIGHEST
 
 
-def _two_loop(g, buf, sy_mat, yy_mat, rho, head, count):
-    """`H g` by the L-BFGS two-loop recursion, in matrix form.
+def _two_loop(g, proj, buf, gram, rho, head, count):
+    """`(H g, buf · H g)`: the L-BFGS two-loop recursion, in matrix form, and the
+    product of its result with the memory (which the next pair's inner products
+    need, computed here without another pass over the memory).
 
     `buf` (`(2 (m + 1), n)`, see `_add_pair`) holds the memory's pairs in a
-    circular order (`head` is the next slot); `sy_mat[i, j] = s_i·y_j`
-    and `yy_mat[i, j] = y_i·y_j` are kept up to date as pairs arrive. Each loop of
-    the recursion is a triangular system in the `m` scalars it computes one by one
-    (`α_i = ρ_i s_iᵀ(g − Σ_newer α_j y_j)`, and likewise for the second), so the
-    whole product is two products with `buf` and two `m × m` triangular solves, not
-    `4m` dependent vector operations (each a separate, latency-bound reduction on
-    a CPU). Entries beyond `count` are zero, with `rho = 0`: they contribute nothing.
+    circular order (`head` is the next slot); `gram = buf · bufᵀ` holds all their
+    inner products and `proj = buf · g`. Each loop of the recursion is a triangular
+    system in the `m` scalars it computes one by one (`α_i = ρ_i s_iᵀ(g − Σ_newer
+    α_j y_j)`, and likewise for the second), so the whole product is one product
+    with `buf` and two `m × m` triangular solves, not `4m` dependent vector
+    operations (each a separate, latency-bound reduction on a CPU). Entries beyond
+    `count` are zero, with `rho = 0`: they contribute nothing.
     """
     m = rho.shape[0]
     order = (head - 1 - jnp.arange(m)) % m  # newest first
-    proj = jnp.matmul(buf, g, precision=_HIGHEST).reshape(m + 1, 2)
-    sg, yg = proj[:m, 0][order], proj[:m, 1][order]
-    sy = sy_mat[order][:, order]
-    yy = yy_mat[order][:, order]
+    sg, yg = proj[0 : 2 * m : 2][order], proj[1 : 2 * m : 2][order]
+    sy = gram[0 : 2 * m : 2, 1 : 2 * m : 2][order][:, order]
+    yy = gram[1 : 2 * m : 2, 1 : 2 * m : 2][order][:, order]
     r = rho[order]
     eye = jnp.eye(m, dtype=g.dtype)
     # First loop, newest to oldest: (I + diag(ρ) tril(SY, −1)) α = ρ ∘ Sg.
@@ -65,44 +66,59 @@ def _two_loop(g, buf, sy_mat, yy_mat, rho, head, count):
         lower=False,
         unit_diagonal=True,
     )
-    # H g = γ (g − Σ α_j y_j) + Σ c_j s_j.
+    # H g = γ (g − Σ α_j y_j) + Σ c_j s_j = γ g + coefᵀ buf.
     coef = (
         jnp.zeros((m + 1, 2), g.dtype)
         .at[order]
         .set(jnp.stack([c, -gamma * alpha], axis=1))
+        .reshape(-1)
     )
-    return gamma * g + jnp.matmul(coef.reshape(-1), buf, precision=_HIGHEST)
+    hg = gamma * g + jnp.matmul(coef, buf, precision=_HIGHEST)
+    return hg, gamma * proj + jnp.matmul(gram, coef, precision=_HIGHEST)
 
 
-def _add_pair(buf, sy_mat, yy_mat, head, s, y, good):
-    """Store the pair `(s, y)` in slot `head` where `good`, with its rows and
-    columns of the inner-product matrices.
+def _write_pair(buf, head, s, y, good):
+    """`buf` with the pair `(s, y)` in slot `head` where `good`.
 
     `buf` is `(2 (m + 1), n)`: slot `i`'s `s` in row `2i`, its `y` in row `2i + 1`,
-    and a spare slot `m` that a rejected pair is written to (as zeros). Writing
-    both rows at once, unconditionally, without reading the slot's old value,
-    lets XLA update the buffer in place; a `where` against the old rows makes it
-    copy the whole buffer every iteration.
+    and a spare slot `m` that a rejected pair is written to (as zeros: the spare
+    rows, and their inner products, stay zero). Writing both rows at once,
+    unconditionally, without reading the slot's old value, lets XLA update the
+    buffer in place; a `where` against the old rows makes it copy the whole buffer
+    every iteration.
     """
-    m = sy_mat.shape[0]
+    m = (buf.shape[0] - 2) // 2
     rows = jnp.where(good, jnp.stack([s, y]), 0.0)
     slot = jnp.where(good, head, m)
     # A scatter, not a dynamic update slice: with Explicit mesh axes (a sharded
     # objective) `rows` carries the gradient's sharding and `buf` none, which a
     # dynamic update slice refuses (`examples/sharded.py` covers it).
-    buf = buf.at[2 * slot + jnp.arange(2)].set(rows)
-    # Two matrix-vector products (on a CPU, one product with a two-column matrix
-    # is slower than the pair).
-    with_y = jnp.matmul(buf, y, precision=_HIGHEST).reshape(m + 1, 2)[:m]
-    with_s = jnp.matmul(buf, s, precision=_HIGHEST).reshape(m + 1, 2)[:m]
-    s_dot_y, y_dot_s, y_dot_y = with_y[:, 0], with_s[:, 1], with_y[:, 1]
-    new_sy = sy_mat.at[:, head].set(s_dot_y).at[head, :].set(y_dot_s)
-    new_yy = yy_mat.at[:, head].set(y_dot_y).at[head, :].set(y_dot_y)
-    return (
-        buf,
-        jnp.where(good, new_sy, sy_mat),
-        jnp.where(good, new_yy, yy_mat),
+    return buf.at[2 * slot + jnp.arange(2)].set(rows)
+
+
+def _update_gram(gram, head, s, y, good, buf_s, buf_y):
+    """`gram` (`buf · bufᵀ`) with the row and column of the pair `(s, y)` written
+    to slot `head` where `good`.
+
+    `buf_s`, `buf_y`: the products of the memory with `s` and `y` on the rows the
+    write kept (the caller derives them from products it already has, so that the
+    memory is read twice per iteration, not four times); their entries for slot
+    `head` are replaced here by `s·s`, `s·y`, `y·y`.
+    """
+    ss, sy, yy = jnp.dot(s, s), jnp.dot(s, y), jnp.dot(y, y)
+    with_s = buf_s.at[2 * head].set(ss).at[2 * head + 1].set(sy)
+    with_y = buf_y.at[2 * head].set(sy).at[2 * head + 1].set(yy)
+    new = (
+        gram.at[2 * head, :]
+        .set(with_s)
+        .at[:, 2 * head]
+        .set(with_s)
+        .at[2 * head + 1, :]
+        .set(with_y)
+        .at[:, 2 * head + 1]
+        .set(with_y)
     )
+    return jnp.where(good, new, gram)
 
 
 def lbfgs_backtracking(
@@ -134,8 +150,9 @@ def lbfgs_backtracking(
             d,
             alpha,
             buf,
-            sy_mat,
-            yy_mat,
+            gram,
+            proj,
+            bd,
             rho,
             head,
             count,
@@ -145,7 +162,8 @@ def lbfgs_backtracking(
             evals,
             _,
         ) = c
-        x_t = x + alpha * d
+        s = alpha * d
+        x_t = x + s
         (f_t, aux_t), g_t = vg(x_t)
         f_t = f_t.astype(dtype)
         evals = evals + 1
@@ -154,13 +172,19 @@ def lbfgs_backtracking(
         finite = jnp.isfinite(f_t) & g_finite
         armijo = finite & (f_t <= f + _C1 * alpha * gd)
         accept = armijo | ~started
-        # Memory update on an accepted step with positive curvature.
-        s = x_t - x
+        # Memory update on an accepted step with positive curvature. (The step is
+        # `s = α d` as computed, not `x_t − x`: its products with the memory are
+        # then `α (buf · d)`, known without reading the memory.)
         y = g_t - g
         sy = jnp.dot(s, y)
         good = accept & started & (sy > 1e-10 * jnp.dot(y, y)) & active
-        # In-place row updates (a `where` over the whole buffer would copy it).
-        buf, sy_mat, yy_mat = _add_pair(buf, sy_mat, yy_mat, head, s, y, good)
+        # In-place row updates (a `where` over the whole buffer would copy it);
+        # the memory is read twice per iteration, both times after the write:
+        # here, and for the direction. On the rows the write kept,
+        # buf · s = α (buf · d) and buf · y = buf · g_t − buf · g.
+        buf = _write_pair(buf, head, s, y, good)
+        proj_t = jnp.matmul(buf, g_t, precision=_HIGHEST)
+        gram = _update_gram(gram, head, s, y, good, alpha * bd, proj_t - proj)
         rho = rho.at[head].set(
             jnp.where(good, 1.0 / jnp.where(good, sy, 1.0), rho[head])
         )
@@ -170,10 +194,13 @@ def lbfgs_backtracking(
         x_a = jnp.where(accept, x_t, x)
         f_a = jnp.where(accept, f_t, f)
         g_a = jnp.where(accept, g_t, g)
-        d_new = -_two_loop(g_a, buf, sy_mat, yy_mat, rho, head, count)
+        proj_a = jnp.where(accept, proj_t, proj)
+        hg, buf_hg = _two_loop(g_a, proj_a, buf, gram, rho, head, count)
+        d_new = -hg
         descent = jnp.dot(d_new, g_a) < 0
         reset = ~descent | (count == 0)
         d_new = jnp.where(descent, d_new, -g_a)
+        bd_new = jnp.where(descent, -buf_hg, -proj_a)
         alpha_new = jnp.where(reset, initial_alpha(d_new), 1.0)
         # Rejected: shorten the step (safeguarded quadratic interpolation).
         denom = 2.0 * (f_t - f - gd * alpha)
@@ -211,8 +238,9 @@ def lbfgs_backtracking(
             jnp.where(accept, d_new, d),
             jnp.where(accept, alpha_new, alpha_back),
             buf,
-            sy_mat,
-            yy_mat,
+            gram,
+            proj_a,
+            jnp.where(accept, bd_new, bd),
             rho,
             head,
             count,
@@ -242,8 +270,9 @@ def lbfgs_backtracking(
         jnp.zeros(n, dtype),
         asarray(0.0, dtype),
         jnp.zeros((2 * (memory_size + 1), n), dtype),
-        jnp.zeros((memory_size, memory_size), dtype),
-        jnp.zeros((memory_size, memory_size), dtype),
+        jnp.zeros((2 * (memory_size + 1), 2 * (memory_size + 1)), dtype),
+        jnp.zeros(2 * (memory_size + 1), dtype),
+        jnp.zeros(2 * (memory_size + 1), dtype),
         jnp.zeros(memory_size, dtype),
         zero_i,
         zero_i,
