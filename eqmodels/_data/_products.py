@@ -4,8 +4,9 @@ Every product row carries the (u, v) of each of its legs, **already oriented**: 
 sign of each baseline (whether the closure walks it forwards or backwards) is folded
 into the leg's (u, v), since `V(-u, -v) = conj V(u, v)` for a real image. `sign`
 records it. `stations` holds the station indices of each row (into the parent
-`VisData.station_names`), `time` the timestamp in hours, `time_index` its index into the parent's
-`timestamps()` and `time_table` that table's fingerprint (`VisData.time_table`).
+`VisData.station_names`), `time` the timestamp in hours, `time_index` its index
+into the parent's `timestamps()` and `time_table` that table's fingerprint
+(`VisData.time_table`).
 """
 
 import equinox as eqx
