@@ -486,7 +486,7 @@ def test_gain_corrected_refuses_a_term_of_a_selection_with_the_whole_datas_gains
     else:  # rows of one station only, at every other timestamp
         keep = (np.asarray(d.ant1) == 0) & np.isin(np.asarray(d.time), TIMES[1::2])
         sel = d.take(keep)
-    assert sel.time_table != d.time_table
+    assert sel.index_key != d.index_key
     for term in (
         em.VisChi2.from_data(sel, GRID),
         em.AmpChi2.from_data(em.amplitudes(sel), GRID),
@@ -515,24 +515,66 @@ def test_gain_corrected_refuses_a_term_of_a_selection_with_the_whole_datas_gains
     assert_allclose(got, full, rtol=1e-14)
 
 
+def test_with_gains_and_station_order_are_checked_too():
+    """`with_gains` puts gains into an objective after construction: it refuses the
+    pair `GainCorrected` refuses. And a data set with the same timestamps but its
+    stations listed in another order has another key (its `stations` indices mean
+    other stations): refused, and `at` carries the gains by name."""
+    d = synthetic()
+    g = random_gains(d)
+    sel = d.select(time_range=(1.9, 4.0))
+    objective = em.GainCorrected(em.VisChi2.from_data(sel, GRID), g.at(sel)) + em.TV(
+        GRID
+    )
+    with pytest.raises(ValueError, match="different data sets"):
+        em.with_gains(objective, g)
+    em.with_gains(objective, g.at(sel))  # accepted
+    # The same rows with the station table reversed.
+    perm = np.arange(len(NAMES))[::-1]
+    a1, a2 = perm[np.asarray(d.ant1)], perm[np.asarray(d.ant2)]
+    swap = a1 > a2  # keep ant1 < ant2: conjugate those rows
+    rev = em.VisData(
+        np.where(swap, -np.asarray(d.u), np.asarray(d.u)),
+        np.where(swap, -np.asarray(d.v), np.asarray(d.v)),
+        np.where(swap, np.conj(np.asarray(d.vis)), np.asarray(d.vis)),
+        d.sigma,
+        d.time,
+        np.minimum(a1, a2),
+        np.maximum(a1, a2),
+        station_names=NAMES[::-1],
+        freq=230e9,
+    )
+    assert np.array_equal(rev.timestamps(), d.timestamps())
+    assert rev.index_key != d.index_key
+    term = em.VisChi2.from_data(rev, GRID)
+    with pytest.raises(ValueError, match="stations of different data sets"):
+        em.GainCorrected(term, g)
+    carried = em.GainCorrected(term, g.at(rev))
+    # The same χ² as the original data with its own gains (rows correspond).
+    img = truth_image()
+    assert_allclose(
+        float(carried(img)),
+        float(em.GainCorrected(em.VisChi2.from_data(d, GRID), g)(img)),
+        rtol=1e-10,
+    )
+
+
 def test_gain_corrected_checks_tables_only_when_both_are_known():
-    """Terms and gains built by hand (no `time_table`: -1) are not compared; the
+    """Terms and gains built by hand (no `index_key`: -1) are not compared; the
     same data set's term and gains, and its products', agree."""
     d = synthetic()
     g = random_gains(d)
     vis, amp = _terms(d)
-    assert (
-        int(vis.time_table) == int(amp.time_table) == int(g.time_table) == d.time_table
-    )
+    assert int(vis.index_key) == int(amp.index_key) == int(g.index_key) == d.index_key
     cph = em.ClosurePhaseChi2.from_data(em.closure_phases(d), GRID)
-    assert int(cph.time_table) == d.time_table
+    assert int(cph.index_key) == d.index_key
     em.GainCorrected(cph, g)
     hand = em.StationGains(g.log_amp, g.phase, g.slot_interval, g.bounds, NAMES)
-    assert int(hand.time_table) == -1
+    assert int(hand.index_key) == -1
     sel = em.VisChi2.from_data(d.select(time_range=(1.9, 4.0)), GRID)
     em.GainCorrected(sel, hand)  # unknown table: only the range checks apply
-    with pytest.raises(TypeError, match="`time_table` must be one integer"):
-        em.VisChi2(vis.forward, d.vis, d.sigma, time_table=1.5)
+    with pytest.raises(TypeError, match="`index_key` must be one integer"):
+        em.VisChi2(vis.forward, d.vis, d.sigma, index_key=1.5)
 
 
 # -------------------------------------------------------------------- priors

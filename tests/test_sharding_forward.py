@@ -40,7 +40,7 @@ def test_term_sharded_by_rows(mesh, name):
         # n_rows: the psum of the shards is the global chi².
         return jax.lax.psum(t(x), "rows")
 
-    # Its 0-d leaves (`n_rows`, `time_table`) are replicated.
+    # Its 0-d leaves (`n_rows`, `index_key`) are replicated.
     term_specs = jax.tree.map(lambda x: P("rows") if jnp.ndim(x) else P(), term)
     f = jax.shard_map(local, mesh=mesh, in_specs=(term_specs, P()), out_specs=P())
     val, grad = jax.jit(jax.value_and_grad(lambda x: f(term, x)))(img)

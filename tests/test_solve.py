@@ -458,6 +458,38 @@ def test_a_step_onto_nan_is_not_taken(solver, objective, stops):
         assert float(sol.value) < float(obj(start()))
 
 
+class _NaNJacobianResiduals(eqx.Module):
+    """`r = (x + 1 + √max(x, 0) − √max(x, 0), 0.1 (x − 3))`: a finite value
+    everywhere, a NaN Jacobian where x < 0 — where the first Gauss-Newton step
+    from 0.5 lands."""
+
+    def residuals(self, image):
+        x = image().ravel()
+        h = jnp.sqrt(jnp.maximum(x, 0.0))
+        return jnp.concatenate([x + 1.0 + h - h, 0.1 * (x - 3.0)])
+
+    def __call__(self, image):
+        r = self.residuals(image)
+        return jnp.sum(r * r)
+
+
+@pytest.mark.parametrize("solver", [em.GaussNewton(), em.LevenbergMarquardt()])
+def test_least_squares_do_not_step_onto_a_nan_gradient(solver):
+    """A finite value with a NaN gradient is not a finite point: Gauss-Newton stops
+    before it (`nonfinite`, the start returned), Levenberg-Marquardt raises its
+    damping and carries on; both return a point with a finite gradient."""
+    obj = _NaNJacobianResiduals()
+    sol = em.solve(obj, start(), solver, max_steps=30)
+    grad = eqx.filter_grad(lambda m: obj(m))(sol.model).params
+    assert np.all(np.isfinite(np.asarray(grad)))
+    if isinstance(solver, em.LevenbergMarquardt):
+        assert sol.reason != "nonfinite"
+        assert float(sol.value) < float(obj(start()))
+    else:
+        assert sol.reason == "nonfinite" and int(sol.steps) == 0
+        assert_allclose(np.asarray(sol.model.params), np.asarray(start().params))
+
+
 class _OneNaNGradient(em.AbstractRegularizer, strict=True):
     """A finite value whose gradient is NaN at exactly one pixel of a 64² image
     (`|x − x₀|` at 0 has derivative 0, times the square root's infinite one)."""

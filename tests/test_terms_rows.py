@@ -281,7 +281,7 @@ def _round1(data, forward, grid=M87_GRID):
 @pytest.mark.parametrize("forward", FORWARDS)
 def test_objective_holds_only_shared_transforms_and_rows(forward):
     """Byte accounting of the round-1 objective: the shared transform, each data
-    term's per-row leaves, `n_rows` and `time_table`, the gathers, regularizers and weights —
+    term's per-row leaves, `n_rows` and `index_key`, the gathers, regularizers and weights —
     nothing else (no member keeps its own forward model)."""
     data = _day(DAY_100)
     terms, obj = _round1(data, forward)
@@ -289,7 +289,7 @@ def test_objective_holds_only_shared_transforms_and_rows(forward):
     rows = sum(
         _leaf_bytes([getattr(t, f) for f in t.row_fields])
         + t.n_rows.nbytes
-        + t.time_table.nbytes
+        + t.index_key.nbytes
         for t in obj.terms[:3]
     )
     accounted = (

@@ -127,7 +127,7 @@ def amplitudes(
             np.stack([np.asarray(data.ant1), np.asarray(data.ant2)], axis=1)[keep]
         ),
         time_index=asarray(data.time_index[keep]),
-        time_table=data.time_table,
+        index_key=data.index_key,
     )
 
 
@@ -225,7 +225,7 @@ def bispectra(
         stations=asarray(stations[0]),
         legs=asarray(stations[1]),
         time_index=asarray(times[1]),
-        time_table=data.time_table,
+        index_key=data.index_key,
     )
 
 
@@ -275,7 +275,7 @@ def closure_phases(
         stations=asarray(stations[0]),
         legs=asarray(stations[1]),
         time_index=asarray(times[1]),
-        time_table=data.time_table,
+        index_key=data.index_key,
     )
 
 
@@ -355,7 +355,7 @@ def closure_amplitudes(
         stations=asarray(stations[0]),
         legs=asarray(stations[1]),
         time_index=asarray(times[1]),
-        time_table=data.time_table,
+        index_key=data.index_key,
     )
 
 
@@ -386,5 +386,5 @@ def log_closure_amplitudes(
         stations=asarray(stations[0]),
         legs=asarray(stations[1]),
         time_index=asarray(times[1]),
-        time_table=data.time_table,
+        index_key=data.index_key,
     )

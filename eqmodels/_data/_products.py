@@ -5,8 +5,8 @@ sign of each baseline (whether the closure walks it forwards or backwards) is fo
 into the leg's (u, v), since `V(-u, -v) = conj V(u, v)` for a real image. `sign`
 records it. `stations` holds the station indices of each row (into the parent
 `VisData.station_names`), `time` the timestamp in hours, `time_index` its index
-into the parent's `timestamps()` and `time_table` that table's fingerprint
-(`VisData.time_table`).
+into the parent's `timestamps()` and `index_key` the fingerprint of the parent's
+timestamps and station table (`VisData.index_key`).
 """
 
 import equinox as eqx
@@ -24,7 +24,7 @@ class AmpProducts(eqx.Module, strict=True):
     time: Float[Array, " n"]
     stations: Int[Array, "n 2"]
     time_index: Int[Array, " n"]
-    time_table: int = eqx.field(static=True, default=-1)
+    index_key: int = eqx.field(static=True, default=-1)
 
 
 class BispectrumProducts(eqx.Module, strict=True):
@@ -39,7 +39,7 @@ class BispectrumProducts(eqx.Module, strict=True):
     stations: Int[Array, "n 3"]
     legs: Int[Array, "n 3 2"]
     time_index: Int[Array, " n"]
-    time_table: int = eqx.field(static=True, default=-1)
+    index_key: int = eqx.field(static=True, default=-1)
 
 
 class ClosurePhaseProducts(eqx.Module, strict=True):
@@ -54,7 +54,7 @@ class ClosurePhaseProducts(eqx.Module, strict=True):
     stations: Int[Array, "n 3"]
     legs: Int[Array, "n 3 2"]
     time_index: Int[Array, " n"]
-    time_table: int = eqx.field(static=True, default=-1)
+    index_key: int = eqx.field(static=True, default=-1)
 
 
 class ClosureAmpProducts(eqx.Module, strict=True):
@@ -68,7 +68,7 @@ class ClosureAmpProducts(eqx.Module, strict=True):
     stations: Int[Array, "n 4"]
     legs: Int[Array, "n 4 2"]
     time_index: Int[Array, " n"]
-    time_table: int = eqx.field(static=True, default=-1)
+    index_key: int = eqx.field(static=True, default=-1)
 
 
 class LogClosureAmpProducts(eqx.Module, strict=True):
@@ -82,4 +82,4 @@ class LogClosureAmpProducts(eqx.Module, strict=True):
     stations: Int[Array, "n 4"]
     legs: Int[Array, "n 4 2"]
     time_index: Int[Array, " n"]
-    time_table: int = eqx.field(static=True, default=-1)
+    index_key: int = eqx.field(static=True, default=-1)

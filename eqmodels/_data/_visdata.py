@@ -301,13 +301,16 @@ class VisData(eqx.Module, strict=True):
         return tuple(self.station_names[i] for i in used)
 
     @property
-    def time_table(self) -> int:
-        """A fingerprint of [`eqmodels.VisData.timestamps`][] (a CRC of the
-        times), the table that [`eqmodels.VisData.time_index`][] points into. Data
-        terms built from this data set or its products carry it, and
-        [`eqmodels.GainCorrected`][] refuses a term and gains whose tables differ
-        (e.g. a term from a time selection of the data the gains were built on)."""
-        return timestamps_key(self.timestamps())
+    def index_key(self) -> int:
+        """A fingerprint (a CRC) of the tables that the data set's indices point
+        into: its time slots ([`eqmodels.VisData.timestamps`][], what
+        [`eqmodels.VisData.time_index`][] indexes) and its station table
+        (`station_names`, what `ant1`, `ant2` index). Data terms built from this
+        data set or its products carry it, and [`eqmodels.GainCorrected`][] refuses
+        a term and gains whose keys differ (e.g. a term from a time selection of the
+        data the gains were built on, or from a data set whose stations are listed
+        in another order)."""
+        return tables_key(self.timestamps(), self.station_names)
 
     def timestamps(self) -> np.ndarray:
         """The distinct timestamps (hours), sorted: the data set's time slots (see
@@ -609,11 +612,14 @@ def _freqs(freq) -> tuple[float, ...]:
     return freqs
 
 
-def timestamps_key(timestamps) -> int:
-    """The fingerprint of a table of timestamps (hours): a CRC-32 of its float64
-    bytes, in [0, 2³¹) (an int32 leaf; −1 means unknown)."""
+def tables_key(timestamps, station_names) -> int:
+    """The fingerprint of a data set's index tables: a CRC-32 of its timestamps'
+    float64 bytes and its station names, in [0, 2³¹) (an int32 leaf; −1 means
+    unknown)."""
     table = np.ascontiguousarray(np.asarray(timestamps, np.float64))
-    return zlib.crc32(table.tobytes()) & 0x7FFFFFFF
+    key = zlib.crc32(table.tobytes())
+    key = zlib.crc32("\x00".join(station_names).encode(), key)
+    return key & 0x7FFFFFFF
 
 
 def check_ra_dec(ra, dec) -> tuple[float, float]:

@@ -78,25 +78,7 @@ class GainCorrected(AbstractDataTerm, strict=True):
                     "set (`StationGains.from_data(data)`) or carry them with "
                     "`gains.at(data)`."
                 )
-            theirs, ours = getattr(term, "time_table", None), gains.time_table
-            if (
-                theirs is not None
-                and is_concrete(theirs)
-                and is_concrete(ours)
-                and np.any(
-                    (np.asarray(theirs) >= 0)
-                    & (np.asarray(ours) >= 0)
-                    & (np.asarray(theirs) != np.asarray(ours))
-                )
-            ):
-                raise ValueError(
-                    f"`term` ({type(term).__name__}) and `gains` index the time slots "
-                    "of different data sets (their `time_table` fingerprints differ), "
-                    "e.g. a term built from a time selection, another band or an "
-                    "averaging of the data the gains were built on: its `time_index` "
-                    "would pick the wrong intervals. Carry the gains to the term's "
-                    "data with `gains.at(data)`, or build the gains from it."
-                )
+            check_same_tables(term, gains)
             n_slots = int(gains.slot_interval.shape[0])
             if ti.size and ti.max() >= n_slots:
                 raise ValueError(
@@ -167,3 +149,23 @@ class GainCorrected(AbstractDataTerm, strict=True):
             index = np.concatenate([np.arange(n), np.zeros(length - n, np.int64)])
             out = eqx.tree_at(lambda t: t.forward, out, self.forward.take(index))
         return out
+
+
+def check_same_tables(term, gains: StationGains) -> None:
+    """Refuse a term and gains whose `index_key`s (fingerprints of the time slots
+    and station table their indices point into) are both known and differ. Checked
+    on concrete keys only (under `jit` they are traced)."""
+    theirs, ours = getattr(term, "index_key", None), gains.index_key
+    if theirs is None or not (is_concrete(theirs) and is_concrete(ours)):
+        return
+    theirs, ours = np.asarray(theirs), np.asarray(ours)
+    if np.any((theirs >= 0) & (ours >= 0) & (theirs != ours)):
+        raise ValueError(
+            f"`term` ({type(term).__name__}) and `gains` index the time slots or "
+            "stations of different data sets (their `index_key` fingerprints "
+            "differ), e.g. a term built from a time selection, another band or an "
+            "averaging of the data the gains were built on, or from data whose "
+            "stations are listed in another order: its `time_index` and `stations` "
+            "would pick other intervals' and stations' gains. Carry the gains to the "
+            "term's data with `gains.at(data)`, or build the gains from it."
+        )

@@ -10,7 +10,7 @@ from jaxtyping import Array, ArrayLike, Bool, Complex, Float, Int
 
 from .._data._visdata import DEFAULT_SCAN_GAP_S, VisData
 from .._numerics import asarray
-from .._terms._common import time_table_leaf
+from .._terms._common import index_key_leaf
 from .._validation import is_concrete
 from ._intervals import nearest_interval, slot_presence, solution_intervals
 
@@ -45,7 +45,7 @@ class StationGains(eqx.Module, strict=True):
     phase: Float[Array, "k s"]
     slot_interval: Int[Array, "t ..."]
     present: Bool[Array, "k s"]
-    time_table: Int[Array, ""]
+    index_key: Int[Array, ""]
     bounds: tuple[tuple[float, float], ...] = eqx.field(static=True)
     station_names: tuple[str, ...] = eqx.field(static=True)
 
@@ -57,7 +57,7 @@ class StationGains(eqx.Module, strict=True):
         bounds: ArrayLike | Sequence[Sequence[float]],
         station_names: Sequence[str],
         present: ArrayLike | None = None,
-        time_table: int | ArrayLike | None = None,
+        index_key: int | ArrayLike | None = None,
     ):
         """**Arguments:**
 
@@ -73,9 +73,10 @@ class StationGains(eqx.Module, strict=True):
         - `present`: which stations have a solution in each interval (boolean,
           `(n_intervals, n_stations)`), what [`eqmodels.StationGains.at`][] looks
           for; default all.
-        - `time_table`: the fingerprint of the data set's timestamps
-          ([`eqmodels.VisData.time_table`][]) that the time slots are, checked by
-          [`eqmodels.GainCorrected`][] against its term's; default unknown (`-1`,
+        - `index_key`: the fingerprint of the data set's time slots and station
+          table ([`eqmodels.VisData.index_key`][]) that these gains' rows and
+          columns follow, checked by [`eqmodels.GainCorrected`][] and
+          [`eqmodels.with_gains`][] against the terms'; default unknown (`-1`,
           not checked). `from_data` and `at` set it.
         """
         names = tuple(station_names) if not isinstance(station_names, str) else ()
@@ -152,7 +153,7 @@ class StationGains(eqx.Module, strict=True):
         self.log_amp, self.phase = arrays
         self.slot_interval = asarray(slot_interval, jnp.int32)
         self.present = asarray(present, bool)
-        self.time_table = time_table_leaf(time_table)
+        self.index_key = index_key_leaf(index_key)
         self.bounds = tuple((float(lo), float(hi)) for lo, hi in b)
         self.station_names = names
 
@@ -193,7 +194,7 @@ class StationGains(eqx.Module, strict=True):
                 raise ValueError("`gains` must be finite and non-zero.")
             la, ph = np.log(np.abs(g)), np.angle(g)
         present = slot_presence(data, slot, bounds.shape[0])
-        return cls(la, ph, slot, bounds, data.station_names, present, data.time_table)
+        return cls(la, ph, slot, bounds, data.station_names, present, data.index_key)
 
     @property
     def n_intervals(self) -> int:
@@ -327,7 +328,7 @@ class StationGains(eqx.Module, strict=True):
             bounds,
             data.station_names,
             present[:, cols_arr] & known,
-            data.time_table,
+            data.index_key,
         )
 
     def _row_factor(self, data: VisData) -> np.ndarray:
@@ -364,8 +365,18 @@ def with_gains(tree, gains: StationGains):
     the objective (`with_gains(objective, gains)(image)`).
 
     **Arguments:** `tree`, any PyTree; `gains`, a [`eqmodels.StationGains`][].
+
+    Like [`eqmodels.GainCorrected`][], it refuses gains whose `index_key` differs
+    from that of a gain-corrected term in `tree` (checked where both are concrete,
+    i.e. outside `jit`).
     """
+    from ._corrected import check_same_tables, GainCorrected
+
     if not isinstance(gains, StationGains):
         raise TypeError(f"`gains` must be a StationGains, got {type(gains).__name__}.")
+    is_gc = lambda x: isinstance(x, GainCorrected)  # noqa: E731
+    for node in jax.tree_util.tree_leaves(tree, is_leaf=is_gc):
+        if is_gc(node):
+            check_same_tables(node.term, gains)
     is_g = lambda x: isinstance(x, StationGains)  # noqa: E731
     return jax.tree_util.tree_map(lambda x: gains if is_g(x) else x, tree, is_leaf=is_g)

@@ -18,7 +18,7 @@ from .._terms._base import (
     ImageLike,
     n_rows_leaf,
 )
-from .._terms._common import time_table_leaf
+from .._terms._common import index_key_leaf
 from ._mesh import check_mesh, forward_prefixes, padded_length, place, split_specs
 
 
@@ -158,7 +158,7 @@ class ShardedChi2(AbstractDataTerm, strict=True):
         index = np.concatenate([np.arange(n), np.zeros(length - n, np.int64)])
         slots = getattr(data, "time_index", None)
         slots = None if slots is None else np.asarray(slots)
-        table = getattr(data, "time_table", None)
+        table = getattr(data, "index_key", None)
         row_sharding = NamedSharding(mesh, P(axis_name))
         pieces = {}
         for device, (where,) in row_sharding.addressable_devices_indices_map(
@@ -286,8 +286,8 @@ def _as_piece(term, rows, live, n, slots, table):
         term = eqx.tree_at(
             lambda t: t.time_index, term, asarray(slots[rows], jnp.int32)
         )
-    if table is not None and hasattr(term, "time_table"):
-        term = eqx.tree_at(lambda t: t.time_table, term, time_table_leaf(table))
+    if table is not None and hasattr(term, "index_key"):
+        term = eqx.tree_at(lambda t: t.index_key, term, index_key_leaf(table))
     return term
 
 

@@ -208,14 +208,14 @@ def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
             jd = jac @ delta
             predicted = -(2 * jnp.dot(jd, r) + jnp.dot(jd, jd))
             rho = (f - f_new) / jnp.where(predicted > 0, predicted, jnp.inf)
-            accept = (rho > 0) & jnp.isfinite(f_new)
+            accept = (rho > 0) & jnp.isfinite(f_new) & jnp.isfinite(g_inf)
             factor = jnp.maximum(1 / 3, 1 - (2 * rho - 1) ** 3)
             lam_new = jnp.where(accept, lam * factor, lam * nu)
             nu_new = jnp.where(accept, 2.0, 2 * nu)
         else:
-            # Gauss-Newton has no damping to retry with: a non-finite step stops
-            # the loop at the last finite point (below).
-            accept = jnp.isfinite(f_new)
+            # Gauss-Newton has no damping to retry with: a step onto a non-finite
+            # value or gradient stops the loop at the last finite point (below).
+            accept = jnp.isfinite(f_new) & jnp.isfinite(g_inf)
             lam_new, nu_new = lam, nu
         x_out = jnp.where(accept, x_new, x)
         r_out = jnp.where(accept, r_new, r)

@@ -13,9 +13,9 @@ from ._base import AbstractDataTerm, n_rows_leaf
 from ._common import (
     abs2,
     check_forward,
+    index_key_leaf,
     row_labels,
     term_from_data,
-    time_table_leaf,
     values_dtype,
     weight_from_sigma,
 )
@@ -37,7 +37,7 @@ class BispectrumChi2(AbstractDataTerm, strict=True):
     n_rows: Int[Array, ""]
     stations: Int[Array, "n 3 2"]
     time_index: Int[Array, " n"]
-    time_table: Int[Array, ""]
+    index_key: Int[Array, ""]
 
     report_name = "bs"
     row_fields = ("bispectrum", "weight", "stations", "time_index")
@@ -50,7 +50,7 @@ class BispectrumChi2(AbstractDataTerm, strict=True):
         *,
         stations: ArrayLike | None = None,
         time_index: ArrayLike | None = None,
-        time_table: int | ArrayLike | None = None,
+        index_key: int | ArrayLike | None = None,
     ):
         """**Arguments:**
 
@@ -60,10 +60,10 @@ class BispectrumChi2(AbstractDataTerm, strict=True):
         - `stations`: each leg's station pair (oriented as the leg is walked), and
           `time_index` each row's time slot (see [`eqmodels.VisChi2`][]); default
           unknown (`-1`).
-        - `time_table`: the fingerprint of the timestamps that `time_index`
-          points into ([`eqmodels.VisData.time_table`][]; `from_data` sets
-          it, and [`eqmodels.GainCorrected`][] checks it against the
-          gains'); default unknown (`-1`).
+        - `index_key`: the fingerprint of the tables that `time_index` and
+          `stations` point into ([`eqmodels.VisData.index_key`][];
+          `from_data` sets it, and [`eqmodels.GainCorrected`][] checks it
+          against the gains'); default unknown (`-1`).
         """
         check_forward(forward, 3, "BispectrumChi2")
         n = forward.u.shape[0]
@@ -81,7 +81,7 @@ class BispectrumChi2(AbstractDataTerm, strict=True):
         self.stations, self.time_index = row_labels(
             stations, time_index, tuple(forward.u.shape)
         )
-        self.time_table = time_table_leaf(time_table)
+        self.index_key = index_key_leaf(index_key)
 
     @classmethod
     def from_data(

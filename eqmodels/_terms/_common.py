@@ -233,19 +233,19 @@ def check_product(data, values: str, k, term: str, product: str) -> None:
         )
 
 
-def time_table_leaf(time_table) -> Int[Array, ""]:
-    """`time_table` (a fingerprint of a data set's timestamps, see
-    `VisData.time_table`) as a 0-d int32 leaf, `-1` when not given (unknown)."""
-    if time_table is None:
+def index_key_leaf(index_key) -> Int[Array, ""]:
+    """`index_key` (a fingerprint of a data set's timestamps and station table,
+    see `VisData.index_key`) as a 0-d int32 leaf, `-1` when not given (unknown)."""
+    if index_key is None:
         return jnp.asarray(-1, jnp.int32)
-    if is_concrete(time_table):
-        arr = np.asarray(time_table)
+    if is_concrete(index_key):
+        arr = np.asarray(index_key)
         if not np.issubdtype(arr.dtype, np.integer) or arr.shape != ():
             raise TypeError(
-                "`time_table` must be one integer (a data set's `time_table`), got "
-                f"{time_table!r}."
+                "`index_key` must be one integer (a data set's `index_key`), got "
+                f"{index_key!r}."
             )
-    return jnp.asarray(time_table, jnp.int32)
+    return jnp.asarray(index_key, jnp.int32)
 
 
 def term_from_data(
@@ -274,7 +274,7 @@ def term_from_data(
         data.sigma,
         stations=legs,
         time_index=getattr(data, "time_index", None),
-        time_table=getattr(data, "time_table", None),
+        index_key=getattr(data, "index_key", None),
     )
 
 

@@ -9,11 +9,11 @@ from .._grid import ImageGrid
 from ._base import AbstractDataTerm
 from ._common import (
     abs2,
+    index_key_leaf,
     live_rows,
     real_rows,
     row_labels,
     term_from_data,
-    time_table_leaf,
 )
 
 
@@ -36,7 +36,7 @@ class ClosurePhaseChi2(AbstractDataTerm, strict=True):
     n_rows: Int[Array, ""]
     stations: Int[Array, "n 3 2"]
     time_index: Int[Array, " n"]
-    time_table: Int[Array, ""]
+    index_key: Int[Array, ""]
 
     report_name = "cphase"
     row_fields = ("cphase", "weight", "stations", "time_index")
@@ -49,7 +49,7 @@ class ClosurePhaseChi2(AbstractDataTerm, strict=True):
         *,
         stations: ArrayLike | None = None,
         time_index: ArrayLike | None = None,
-        time_table: int | ArrayLike | None = None,
+        index_key: int | ArrayLike | None = None,
     ):
         """**Arguments:**
 
@@ -59,10 +59,10 @@ class ClosurePhaseChi2(AbstractDataTerm, strict=True):
         - `stations`: each leg's station pair (oriented as the leg is walked), and
           `time_index` each row's time slot (see [`eqmodels.VisChi2`][]); default
           unknown (`-1`).
-        - `time_table`: the fingerprint of the timestamps that `time_index`
-          points into ([`eqmodels.VisData.time_table`][]; `from_data` sets
-          it, and [`eqmodels.GainCorrected`][] checks it against the
-          gains'); default unknown (`-1`).
+        - `index_key`: the fingerprint of the tables that `time_index` and
+          `stations` point into ([`eqmodels.VisData.index_key`][];
+          `from_data` sets it, and [`eqmodels.GainCorrected`][] checks it
+          against the gains'); default unknown (`-1`).
         """
         self.cphase, self.weight, self.n_rows = real_rows(
             forward, 3, "ClosurePhaseChi2", "cphase", cphase, sigma, radians=True
@@ -71,7 +71,7 @@ class ClosurePhaseChi2(AbstractDataTerm, strict=True):
         self.stations, self.time_index = row_labels(
             stations, time_index, tuple(forward.u.shape)
         )
-        self.time_table = time_table_leaf(time_table)
+        self.index_key = index_key_leaf(index_key)
 
     @classmethod
     def from_data(

@@ -8,11 +8,11 @@ from .._grid import ImageGrid
 from ._base import AbstractDataTerm
 from ._common import (
     abs2,
+    index_key_leaf,
     live_rows,
     real_rows,
     row_labels,
     term_from_data,
-    time_table_leaf,
     where_live,
 )
 
@@ -35,7 +35,7 @@ class LogClosureAmpChi2(AbstractDataTerm, strict=True):
     n_rows: Int[Array, ""]
     stations: Int[Array, "n 4 2"]
     time_index: Int[Array, " n"]
-    time_table: Int[Array, ""]
+    index_key: Int[Array, ""]
 
     report_name = "logcamp"
     row_fields = ("logcamp", "weight", "stations", "time_index")
@@ -48,7 +48,7 @@ class LogClosureAmpChi2(AbstractDataTerm, strict=True):
         *,
         stations: ArrayLike | None = None,
         time_index: ArrayLike | None = None,
-        time_table: int | ArrayLike | None = None,
+        index_key: int | ArrayLike | None = None,
     ):
         """**Arguments:**
 
@@ -58,10 +58,10 @@ class LogClosureAmpChi2(AbstractDataTerm, strict=True):
         - `stations`: each leg's station pair (oriented as the leg is walked), and
           `time_index` each row's time slot (see [`eqmodels.VisChi2`][]); default
           unknown (`-1`).
-        - `time_table`: the fingerprint of the timestamps that `time_index`
-          points into ([`eqmodels.VisData.time_table`][]; `from_data` sets
-          it, and [`eqmodels.GainCorrected`][] checks it against the
-          gains'); default unknown (`-1`).
+        - `index_key`: the fingerprint of the tables that `time_index` and
+          `stations` point into ([`eqmodels.VisData.index_key`][];
+          `from_data` sets it, and [`eqmodels.GainCorrected`][] checks it
+          against the gains'); default unknown (`-1`).
         """
         self.logcamp, self.weight, self.n_rows = real_rows(
             forward, 4, "LogClosureAmpChi2", "logcamp", logcamp, sigma
@@ -70,7 +70,7 @@ class LogClosureAmpChi2(AbstractDataTerm, strict=True):
         self.stations, self.time_index = row_labels(
             stations, time_index, tuple(forward.u.shape)
         )
-        self.time_table = time_table_leaf(time_table)
+        self.index_key = index_key_leaf(index_key)
 
     @classmethod
     def from_data(

@@ -15,10 +15,10 @@ from ._common import (
     abs2,
     check_amplitudes,
     check_forward_type,
+    index_key_leaf,
     inverse_variance,
     row_labels,
     term_from_data,
-    time_table_leaf,
     values_dtype,
 )
 
@@ -38,7 +38,7 @@ class VisChi2(AbstractDataTerm, strict=True):
     n_rows: Int[Array, ""]
     stations: Int[Array, "*points 2"]
     time_index: Int[Array, "*points"]
-    time_table: Int[Array, ""]
+    index_key: Int[Array, ""]
 
     report_name = "vis"
     row_fields = ("vis", "weight", "stations", "time_index")
@@ -51,7 +51,7 @@ class VisChi2(AbstractDataTerm, strict=True):
         *,
         stations: ArrayLike | None = None,
         time_index: ArrayLike | None = None,
-        time_table: int | ArrayLike | None = None,
+        index_key: int | ArrayLike | None = None,
     ):
         """**Arguments:**
 
@@ -62,10 +62,10 @@ class VisChi2(AbstractDataTerm, strict=True):
           set's station table), shape `(*points, 2)`; default unknown (`-1`).
         - `time_index`: each row's time slot (index into the data set's
           timestamps); default unknown (`-1`).
-        - `time_table`: the fingerprint of the timestamps that `time_index`
-          points into ([`eqmodels.VisData.time_table`][]; `from_data` sets
-          it, and [`eqmodels.GainCorrected`][] checks it against the
-          gains'); default unknown (`-1`).
+        - `index_key`: the fingerprint of the tables that `time_index` and
+          `stations` point into ([`eqmodels.VisData.index_key`][];
+          `from_data` sets it, and [`eqmodels.GainCorrected`][] checks it
+          against the gains'); default unknown (`-1`).
         """
         check_forward_type(forward, "VisChi2")
         dtype, ctype = values_dtype(forward)
@@ -81,7 +81,7 @@ class VisChi2(AbstractDataTerm, strict=True):
         self.stations, self.time_index = row_labels(
             stations, time_index, tuple(forward.u.shape)
         )
-        self.time_table = time_table_leaf(time_table)
+        self.index_key = index_key_leaf(index_key)
 
     @classmethod
     def from_data(
