@@ -56,7 +56,17 @@ def _parser() -> argparse.ArgumentParser:
         help="few iterations and restarts (for CI and demos)",
     )  # fmt: skip
     im.add_argument("--png", default=None, help="also save a plot of the image")
-    im.add_argument("--cache", default=None, help="persistent compilation cache dir")
+    im.add_argument(
+        "--cache", default=None, metavar="DIR",
+        help=(
+            "JAX's persistent compilation cache (default $EQMODELS_CACHE_DIR or "
+            "~/.cache/eqmodels/jax): a second run skips XLA's compilation"
+        ),
+    )  # fmt: skip
+    im.add_argument(
+        "--no-cache", action="store_true",
+        help="compile everything anew; read and write no compilation cache",
+    )  # fmt: skip
     return ap
 
 
@@ -75,6 +85,8 @@ def _check_paths(ap: argparse.ArgumentParser, args) -> None:
             ap.error(
                 f"{option} {path!r}: the folder {str(out.parent)!r} does not exist."
             )
+    if args.cache is not None and args.no_cache:
+        ap.error("--cache and --no-cache contradict each other: give one.")
     if args.cache is not None and pathlib.Path(args.cache).is_file():
         ap.error(f"--cache {args.cache!r} is a file: give a folder (created if new).")
     if args.png is not None:
@@ -111,11 +123,11 @@ def _image(args, t0) -> int:
     jax.config.update("jax_enable_x64", True)
     import eqmodels as em
 
-    if args.cache:
-        em.enable_compilation_cache(args.cache)
-
     def log(line):
         print(line, flush=True)
+
+    if not args.no_cache:
+        _enable_cache(em, args.cache, log)
 
     log(f"eqmodels image: {', '.join(args.uvfits)} -> {args.output}")
     image, report = em.image_m87(
@@ -145,6 +157,21 @@ def _image(args, t0) -> int:
         log(f"wrote {args.png}")
     log(f"total wall time {time.perf_counter() - t0:.1f} s")
     return 0
+
+
+def _enable_cache(em, path, log) -> None:
+    """The persistent compilation cache at `path` (`--cache`), else at
+    `enable_compilation_cache`'s default folder. An unusable default folder (a
+    read-only home) costs only speed: a note, and the run goes on without it; a
+    folder the user named is an error."""
+    try:
+        where = em.enable_compilation_cache(path)
+    except (OSError, ValueError) as e:
+        if path is not None:
+            raise OSError(f"--cache {path!r}: {e}") from e
+        log(f"compilation cache off (its default folder is unusable: {e})")
+        return
+    log(f"compilation cache: {where} (--no-cache to turn it off)")
 
 
 if __name__ == "__main__":  # pragma: no cover

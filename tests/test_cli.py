@@ -1,6 +1,7 @@
 """The command line and the published 2017 M87 recipe (`em.image_m87`), and the
 calibration-independent closure score (`em.closure_score`)."""
 
+import os
 import pathlib
 import re
 import subprocess
@@ -20,15 +21,20 @@ REFERENCE = "reference/m87_2017_101_ehtim_pipeline.fits"
 
 def test_cli_fast(tmp_path):
     """`python -m eqmodels image ... --fast` writes a finite 0.6 Jy image and a
-    plot, and prints a χ² table whose closure χ² fall from round 1's start."""
+    plot, and prints a χ² table whose closure χ² fall from round 1's start; it
+    fills the default compilation cache (`$EQMODELS_CACHE_DIR` here)."""
     out = tmp_path / "m87.fits"
     png = tmp_path / "m87.png"
+    cache = tmp_path / "cache"
     proc = subprocess.run(
         [sys.executable, "-m", "eqmodels", "image", str(DAY_100), "-o", str(out),
          "--png", str(png), "--fast"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "EQMODELS_CACHE_DIR": str(cache)},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"compilation cache: {cache.resolve()}" in proc.stdout
+    assert len(list(cache.iterdir())) >= 4  # the imaging and self-cal programs
     lines = proc.stdout.splitlines()
     header = [
         i for i, s in enumerate(lines) if s.split()[:3] == ["round", "run", "steps"]
@@ -137,6 +143,11 @@ def test_two_bands_self_calibrate_per_band(shared_data):
         (["{data}", "-o", "{tmp}/a.fits", "--iterations", "0"], "--iterations"),
         (["{data}", "-o", "{tmp}/a.fits", "--restarts", "-1"], "--restarts"),
         (["{data}", "-o", "{tmp}/a.fits", "--fov", "-5"], "--fov must be > 0"),
+        (
+            ["{data}", "-o", "{tmp}/a.fits", "--cache", "{tmp}", "--no-cache"],
+            "--cache and --no-cache",
+        ),
+        (["{data}", "-o", "{tmp}/a.fits", "--cache", "{data}"], "is a file"),
     ],
 )
 def test_cli_refuses_bad_arguments_before_imaging(tmp_path, capsys, args, message):
@@ -155,7 +166,23 @@ def test_cli_reports_unreadable_data_without_a_traceback(tmp_path, capsys):
 
     bad = tmp_path / "not.uvfits"
     bad.write_text("not a uvfits file")
-    assert main(["image", str(bad), "-o", str(tmp_path / "a.fits"), "--fast"]) == 2
+    out = str(tmp_path / "a.fits")
+    assert main(["image", str(bad), "-o", out, "--fast", "--no-cache"]) == 2
     err = capsys.readouterr().err
     assert "eqmodels image: error:" in err and "uvfits" in err
     assert "Traceback" not in err
+
+
+def test_cli_cache_folder_unusable(tmp_path, monkeypatch):
+    """An unusable default cache folder costs speed, not the run (a note); a
+    `--cache` folder that cannot be made is an error naming the option."""
+    import eqmodels._cli as cli
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.setenv("EQMODELS_CACHE_DIR", str(blocker))
+    lines = []
+    cli._enable_cache(em, None, lines.append)
+    assert len(lines) == 1 and lines[0].startswith("compilation cache off")
+    with pytest.raises(OSError, match="--cache"):
+        cli._enable_cache(em, str(blocker / "sub"), lines.append)
