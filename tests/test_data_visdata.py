@@ -409,3 +409,38 @@ def test_summary_and_repr(local):
     assert r.startswith("VisData('M87'") and "n_rows=2367" in r
     flagged = local.replace(n_flagged=4)
     assert "4 flagged rows dropped" in flagged.summary()
+
+
+def _records_at(seconds_after_1h):
+    t = 1.0 + np.asarray(seconds_after_1h, np.float64) / 3600.0
+    n = t.size
+    return eqm.VisData(
+        np.full(n, 1e9), np.zeros(n), np.ones(n), np.full(n, 0.1), t,
+        np.zeros(n, int), np.ones(n, int), station_names=("A", "B"), freq=230e9,
+        mjd=57854,
+    )  # fmt: skip
+
+
+def test_time_bins_place_records_by_their_time_to_a_tenth_of_a_second():
+    """uvfits stores times to ~5 ms, so a record stamped on an edge may be read
+    just below it: a time within 0.05 s of an edge goes in the bin the edge starts
+    (eht-imaging's rounding to 0.1 s), also for edges on half seconds (37.5 s);
+    0.2 s below an edge is before it."""
+    # 1 h after 1960-01-01 is a multiple of 37.5 s (and of 75 s): edges at
+    # 0, 37.5, 75 s after 1 h.
+    d = _records_at([0.0, 37.5 - 0.003, 37.5 - 0.2, 37.5 + 0.003, 75.0 - 0.049])
+    avg = d.time_average(37.5)
+    # bins: [0, 37.3] → bin 0; [37.497, 37.503] → bin 1; 74.951 → bin 2
+    assert avg.n_rows == 3
+    assert np.asarray(avg.tint).tolist() == [0.0] * 3
+    assert_allclose(avg.sigma, 0.1 * np.sqrt([2.0, 2.0, 1.0]) / [2.0, 2.0, 1.0])
+    centres = 1.0 + (np.array([0.5, 1.5, 2.5]) * 37.5) / 3600.0
+    assert_allclose(avg.time, centres, rtol=1e-15)
+
+
+def test_time_bins_under_a_fifth_of_a_second_use_the_stored_times():
+    """A 0.1 s interval is not blurred by the 0.1 s rounding: records 0.1 s apart
+    keep a bin each, and records inside one bin share it (rounded to 0.1 s, the
+    last two would start the next)."""
+    assert _records_at(np.arange(10) * 0.1 + 0.05).time_average(0.1).n_rows == 10
+    assert _records_at([0.01, 0.04, 0.06, 0.09]).time_average(0.1).n_rows == 1

@@ -101,15 +101,30 @@ def time_average(data, seconds):
     offset_s = (data.mjd - _MJD_1960) * 86400.0
     time = np.asarray(data.time)
     t_s = offset_s + time.astype(np.float64) * 3600.0
-    # A stored time within one unit in the last place (of its own dtype) below a
-    # bin edge may be that edge rounded down: it goes in the later bin, as the
-    # exact time would. Records stamped on whole seconds (edges of 10 s or 60 s
-    # bins) then fall in the same bins with float32 times as with float64 ones;
-    # for float64 times the shift (~1e-11 s) is below the resolution of `t_s`.
-    ulp_s = np.abs(np.spacing(time)).astype(np.float64) * 3600.0
-    bins = np.floor((t_s + ulp_s) / seconds).astype(np.int64)
     return _average(
         data,
-        bins,
+        _bins(t_s, np.abs(np.spacing(time)).astype(np.float64) * 3600.0, seconds),
         lambda tmin, key: ((key + 0.5) * seconds - offset_s) / 3600.0,
     )
+
+
+def _bins(t_s, ulp_s, seconds):
+    """The bin (`⌊t / seconds⌋`) of each record time `t_s` (seconds since 1960).
+
+    A uvfits file stores times in float32 parts (a resolution of ~5 ms), so a
+    record stamped on a bin edge may be read a few ms either side of it. Times are
+    therefore placed by their value rounded to 0.1 s, as eht-imaging does: a
+    record within 0.05 s of an edge falls in the bin the edge starts. The rounded
+    times are whole tenths of a second, counted as integers, so an interval that
+    is too (37.5 s, 10 s) has exact edges. Intervals under 0.2 s, which such a
+    rounding would blur, use the stored time, moved up by one unit in its last
+    place (`ulp_s`) so that a time just below an edge through rounding of its own
+    dtype still starts the bin.
+    """
+    if seconds < 0.2:
+        return np.floor((t_s + ulp_s) / seconds).astype(np.int64)
+    tenths = np.round(t_s * 10.0).astype(np.int64)
+    per_bin = seconds * 10.0
+    if abs(per_bin - round(per_bin)) < 1e-9 * per_bin:  # whole tenths: exact
+        return tenths // int(round(per_bin))
+    return np.floor(tenths / per_bin).astype(np.int64)

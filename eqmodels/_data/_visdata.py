@@ -549,7 +549,10 @@ class VisData(eqx.Module, strict=True):
     def time_average(self, seconds: float | int | np.number) -> "VisData":
         """Coherent average of each baseline over fixed bins of `seconds` (bins
         aligned on 1960-01-01 0h UTC, as eht-imaging's `avg_coherent(dt)`); the
-        averaged row's `time` is the bin centre. Same estimators as
+        averaged row's `time` is the bin centre. A record is placed by its time
+        rounded to 0.1 s, as eht-imaging does (uvfits times are stored to ~5 ms,
+        so a record stamped on a bin edge may be read just below it); intervals
+        under 0.2 s use the stored times. Same estimators as
         [`eqmodels.VisData.scan_average`][]."""
         from ._averaging import time_average
 
