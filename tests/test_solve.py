@@ -115,6 +115,42 @@ def test_scipy_bridge_reaches_the_closed_form_minimum():
     assert int(sol.stats["evaluations"]) >= int(sol.steps)
 
 
+def test_scipy_bridge_stop_reasons():
+    """The stop reason follows scipy's status, whatever its message's wording
+    (scipy 1.15 changed `REL_REDUCTION_OF_F` to `RELATIVE REDUCTION OF F`, which
+    was read as `max_steps`)."""
+    pytest.importorskip("scipy")
+    obj = _term() + W_TSV * em.TSV(GRID)
+    sol = em.solve_scipy(obj, start(), max_steps=500, ftol=1e-6, gtol=1e-12)
+    assert sol.reason == "ftol" and bool(sol.converged), sol.stats["message"]
+    assert int(sol.steps) < 500
+    sol = em.solve_scipy(obj, start(), max_steps=500, ftol=0.0, gtol=1e-3)
+    assert sol.reason == "gtol" and bool(sol.converged), sol.stats["message"]
+    sol = em.solve_scipy(obj, start(), max_steps=3, ftol=0.0, gtol=0.0)
+    assert sol.reason == "max_steps" and not bool(sol.converged)
+    assert int(sol.steps) == 3
+
+
+def test_scipy_bridge_value_is_the_objective_at_the_model():
+    """After an abnormal line search scipy returns the last accepted point with
+    the last trial's value; `value` (and `report`) are the objective's at the
+    returned model. A ring fitted in radians from 10-25 % off: scipy's first step
+    has unit length (1 rad of diameter), so its line search fails."""
+    pytest.importorskip("scipy")
+    grid = em.ImageGrid.from_fov(16, 160.0)
+    rng = np.random.default_rng(0)
+    u, v = rng.uniform(-0.3, 0.3, (2, 40)) / grid.psize
+    fwd = em.DirectFT(grid, u, v)
+    ring = em.RingImage(grid, 0.6, em.uas_to_rad(60.0), em.uas_to_rad(15.0))
+    term = em.VisChi2(fwd, fwd(ring()), np.full(40, 0.01))
+    start_ = em.RingImage(grid, 0.5, em.uas_to_rad(50.0), em.uas_to_rad(20.0))
+    obj = em.Objective([term])
+    sol = em.solve_scipy(obj, start_, max_steps=50, maxls=20, maxcor=10)
+    assert sol.reason == "linesearch", sol.stats["message"]
+    assert_allclose(sol.value, term(sol.model), rtol=1e-14)
+    assert_allclose(sol.report["vis"], term(sol.model), rtol=1e-14)
+
+
 def test_masked_pixel_image():
     mask = np.zeros(GRID.shape, bool)
     mask[1:5, 1:5] = True

@@ -27,8 +27,26 @@ def _value_and_grad(x, unravel_static, objective):
 
 
 @run_once_jit
-def _report(model, objective):
-    return dict(objective.report(model)) if hasattr(objective, "report") else {}
+def _value_and_report(model, objective):
+    report = dict(objective.report(model)) if hasattr(objective, "report") else {}
+    return objective(model), report
+
+
+def _stop_reason(res, value) -> int:
+    """eqmodels' stop code for scipy's L-BFGS-B result. From `res.status` (0
+    converged, 1 an iteration or evaluation limit, 2 an abnormal stop) and, for
+    a convergence, its message, whose wording changed in scipy 1.15
+    (`REL_REDUCTION_OF_F_<=_FACTR*EPSMCH` became `RELATIVE REDUCTION OF F <=
+    FACTR*EPSMCH`, `NORM_OF_PROJECTED_GRADIENT_<=_PGTOL` `NORM OF PROJECTED
+    GRADIENT <= PGTOL`)."""
+    if not np.isfinite(value):
+        return NONFINITE
+    message = str(res.message).upper().replace("_", " ")
+    if res.status == 0:
+        return GTOL if "PROJECTED GRADIENT" in message else FTOL
+    if res.status == 2:  # an abnormal line search, or rounding errors
+        return LINESEARCH
+    return MAX_STEPS
 
 
 def solve_scipy(
@@ -96,26 +114,18 @@ def solve_scipy(
         ),
     )
     final = eqx.combine(unravel(asarray(res.x, dtype)), static)
-    msg = str(res.message)
-    if not np.isfinite(res.fun):
-        code = NONFINITE
-    elif "PROJ" in msg.upper() or "PGTOL" in msg.upper():
-        code = GTOL
-    elif "REL_REDUCTION" in msg.upper() or "FTOL" in msg.upper():
-        code = FTOL
-    elif "ABNORMAL" in msg.upper():
-        code = LINESEARCH
-    else:
-        code = MAX_STEPS
+    # The value at `res.x`, not `res.fun`: after an abnormal line search scipy
+    # returns the last accepted `x` with the last *trial's* value.
+    value, report = _value_and_report(final, objective)
     return Solution(
         model=final,
-        value=asarray(res.fun, dtype),
-        report=_report(final, objective),
+        value=value.astype(dtype),
+        report=report,
         steps=asarray(res.nit, jnp.int32),
-        result=asarray(code, jnp.int32),
+        result=asarray(_stop_reason(res, float(value)), jnp.int32),
         stats={
             "max_steps": asarray(max_steps, jnp.int32),
             "evaluations": asarray(res.nfev, jnp.int32),
-            "message": msg,
+            "message": str(res.message),
         },
     )
