@@ -131,19 +131,36 @@ def test_scipy_bridge_stop_reasons():
     assert int(sol.steps) == 3
 
 
-def test_scipy_bridge_value_is_the_objective_at_the_model():
-    """After an abnormal line search scipy returns the last accepted point with
-    the last trial's value; `value` (and `report`) are the objective's at the
-    returned model. A ring fitted in radians from 10-25 % off: scipy's first step
-    has unit length (1 rad of diameter), so its line search fails."""
-    pytest.importorskip("scipy")
+def _ring_problem():
+    """A ring's visibilities, and a start 10-25 % off (parameters in radians)."""
     grid = em.ImageGrid.from_fov(16, 160.0)
     rng = np.random.default_rng(0)
     u, v = rng.uniform(-0.3, 0.3, (2, 40)) / grid.psize
     fwd = em.DirectFT(grid, u, v)
     ring = em.RingImage(grid, 0.6, em.uas_to_rad(60.0), em.uas_to_rad(15.0))
     term = em.VisChi2(fwd, fwd(ring()), np.full(40, 0.01))
-    start_ = em.RingImage(grid, 0.5, em.uas_to_rad(50.0), em.uas_to_rad(20.0))
+    return term, em.RingImage(grid, 0.5, em.uas_to_rad(50.0), em.uas_to_rad(20.0))
+
+
+def test_lbfgs_first_step_backtracks_to_the_parameters_scale():
+    """The first trial step has unit length: 1 rad of a ring's diameter. 20
+    backtracks (halvings at least) did not bring it to the µas scale and the
+    default L-BFGS stopped at its start (`steps` 0, `linesearch`); before any
+    curvature is known it may backtrack 64 times."""
+    term, start_ = _ring_problem()
+    sol = em.solve(term, start_, max_steps=100)
+    assert int(sol.steps) > 5
+    assert float(sol.value) < 0.5 * float(term(start_))
+    assert_allclose(sol.value, term(sol.model), rtol=1e-12)
+
+
+def test_scipy_bridge_value_is_the_objective_at_the_model():
+    """After an abnormal line search scipy returns the last accepted point with
+    the last trial's value; `value` (and `report`) are the objective's at the
+    returned model. A ring fitted in radians from 10-25 % off: scipy's first step
+    has unit length (1 rad of diameter), so its line search fails."""
+    pytest.importorskip("scipy")
+    term, start_ = _ring_problem()
     obj = em.Objective([term])
     sol = em.solve_scipy(obj, start_, max_steps=50, maxls=20, maxcor=10)
     assert sol.reason == "linesearch", sol.stats["message"]

@@ -24,6 +24,12 @@ from ._common import batch_while_loop, FTOL, gate, LINESEARCH, RUNNING, stop_rea
 
 
 _C1 = 1e-4  # Armijo sufficient-decrease constant
+# Backtracks allowed before the memory holds a pair. The first trial step has unit
+# length (`min(1, 1/|g|) |g|`) in the parameters' own units, which for parameters
+# in radians (a ring's diameter, ~1e-10) is ten orders of magnitude too long; each
+# backtrack at least halves it, so 64 reach 5e-20 of it. Once a pair is known
+# the steps are scaled by the curvature and `max_linesearch_steps` applies.
+_FIRST_STEP_BACKTRACKS = 64
 _HIGHEST = jax.lax.Precision.HIGHEST
 
 
@@ -214,6 +220,11 @@ def lbfgs_backtracking(
             finite, jnp.clip(quad, 0.1 * alpha, 0.5 * alpha), 0.1 * alpha
         )
         ls_new = jnp.where(accept, zero_i, ls + 1)
+        ls_limit = jnp.where(
+            count == 0,
+            max(max_linesearch_steps, _FIRST_STEP_BACKTRACKS),
+            max_linesearch_steps,
+        )
         k_new = k + jnp.where(accept & started, 1, 0).astype(jnp.int32)
         # NaN for a non-finite gradient (a CPU `max` reduction can drop a NaN); a
         # rejected trial keeps the last accepted gradient, which was finite.
@@ -227,7 +238,7 @@ def lbfgs_backtracking(
                 stop_reason(f_a, f, g_inf, opts.ftol, opts.gtol),
                 stop_reason(f_a, jnp.inf, g_inf, opts.ftol, opts.gtol),
             ),
-            jnp.where(ls_new >= max_linesearch_steps, LINESEARCH, RUNNING),
+            jnp.where(ls_new >= ls_limit, LINESEARCH, RUNNING),
         )
         # The first evaluation cannot be "ftol" (there is no previous value).
         reason = jnp.where(~started & (reason == FTOL), RUNNING, reason)

@@ -49,7 +49,8 @@ class Solution(eqx.Module, strict=True):
     - `result`: an index into `eqmodels.solvers.REASONS` — `max_steps`, `gtol`
       (gradient below tolerance), `ftol` (relative decrease below tolerance),
       `nonfinite` (the objective or its gradient is NaN/inf) or `linesearch` (no
-      decrease found along the search direction: stuck at rounding level). On
+      decrease found along the search direction within the line-search budget:
+      stuck at rounding level, or at the start a badly scaled problem). On
       `nonfinite`, `model`, `value` and `steps` are those of the last point where
       the value and gradient were finite (L-BFGS shortens its step instead, and
       stops there only when the start itself is not finite).

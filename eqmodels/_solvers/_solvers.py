@@ -100,7 +100,9 @@ class LBFGS(AbstractGradientSolver, strict=True):
           `maxcor` is 50; 10 is optax's default).
         - `linesearch`: `"backtracking"` or `"zoom"`.
         - `max_linesearch_steps`: evaluations a line search may take (scipy's
-          `maxls`).
+          `maxls`). The backtracking search allows at least 64 before its memory
+          holds a pair: the first trial step has unit length in the parameters'
+          own units, far too long for parameters in radians.
         """
         if linesearch not in ("zoom", "backtracking"):
             raise ValueError(
