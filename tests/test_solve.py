@@ -337,11 +337,49 @@ class _Bare(em.AbstractSolver):
         (lambda: em.solve_scipy(_term(), start(), ftol=-1.0), ValueError, "`ftol`"),
         (lambda: em.survey([_term()], start(), gtol=np.inf), ValueError, "`gtol`"),
         (lambda: em.solve_scipy(_term(), start(), maxcor=0), ValueError, "`maxcor`"),
+        # Arrays: 0-d only; concrete values are checked like Python numbers.
+        (
+            lambda: em.solve(_term(), start(), max_steps=np.array([3])),
+            TypeError,
+            "max_steps",  # the type checker's message, or ours without it
+        ),
+        (
+            lambda: em.solve(_term(), start(), max_steps=jnp.array(-3)),
+            ValueError,
+            "`max_steps` must be in",
+        ),
+        (
+            lambda: em.solve(_term(), start(), gtol=np.complex128(1)),
+            TypeError,
+            "gtol",
+        ),
+        (
+            lambda: em.solve(_term(), start(), ftol=jnp.array([1e-3])),
+            TypeError,
+            "ftol",
+        ),
     ],
 )
 def test_errors_name_the_argument(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+@pytest.mark.parametrize(
+    "max_steps, ftol, gtol, exc, match",
+    [
+        (np.array([3]), 0.0, 0.0, TypeError, "`max_steps` must be an int"),
+        (jnp.array(-3), 0.0, 0.0, ValueError, r"`max_steps` must be in \[0"),
+        (3, 0.0, np.complex128(1), TypeError, "`gtol` must be a real scalar"),
+        (3, jnp.array([1e-3]), 0.0, TypeError, "`ftol` must be a real scalar"),
+    ],
+)
+def test_option_checks_without_the_type_checker(max_steps, ftol, gtol, exc, match):
+    """Our own checks (what a user without runtime type checking sees): 1-element
+    and negative `max_steps` arrays failed later with an unrelated message, or ran;
+    a complex tolerance was taken with a warning."""
+    with pytest.raises(exc, match=match):
+        _solve.make_options(max_steps, ftol, gtol, jnp.float64)
 
 
 def test_levenberg_marquardt_fits_a_parametric_model():

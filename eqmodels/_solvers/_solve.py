@@ -338,9 +338,16 @@ def solve_traced(
 
 def check_tolerance(name: str, val) -> None:
     """A stopping tolerance: a real scalar, finite and ≥ 0 (when not traced)."""
-    if isinstance(val, bool) or not isinstance(val, int | float | np.number):
-        if not (hasattr(val, "shape") and np.ndim(val) == 0):
-            raise TypeError(f"`{name}` must be a real scalar, got {val!r}.")
+    real = isinstance(val, int | float | np.integer | np.floating) or (
+        hasattr(val, "dtype")
+        and np.ndim(val) == 0
+        and (
+            jnp.issubdtype(val.dtype, jnp.floating)
+            or jnp.issubdtype(val.dtype, jnp.integer)
+        )
+    )
+    if isinstance(val, bool) or not real:
+        raise TypeError(f"`{name}` must be a real scalar, got {val!r}.")
     if not isinstance(val, jax.core.Tracer) and not (np.isfinite(val) and val >= 0):
         raise ValueError(
             f"`{name}` must be a finite number ≥ 0 (0: stop only when the test holds "
@@ -354,11 +361,15 @@ def make_options(max_steps, ftol, gtol, dtype) -> _Options:
     if isinstance(max_steps, bool) or not (
         isinstance(max_steps, int | np.integer)
         or (
-            hasattr(max_steps, "dtype") and jnp.issubdtype(max_steps.dtype, jnp.integer)
+            hasattr(max_steps, "dtype")
+            and np.ndim(max_steps) == 0
+            and jnp.issubdtype(max_steps.dtype, jnp.integer)
         )
     ):
         raise TypeError(f"`max_steps` must be an int ≥ 0, got {max_steps!r}.")
-    if isinstance(max_steps, int | np.integer) and not 0 <= max_steps < 2**31:
+    if not isinstance(max_steps, jax.core.Tracer) and not (
+        0 <= int(max_steps) < 2**31
+    ):
         raise ValueError(f"`max_steps` must be in [0, 2**31 − 1], got {max_steps}.")
     return _Options(
         max_steps=_scalar(max_steps, np.int32),

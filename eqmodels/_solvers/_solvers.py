@@ -210,8 +210,11 @@ def _check_ls(chunk_size, memory_budget):
 
 
 class GaussNewton(AbstractLeastSquaresSolver, strict=True):
-    """Gauss-Newton: the full step `δ = −J⁺r` (minimum-norm when the problem is
-    underdetermined), without globalisation. It solves a linear least-squares
+    """Gauss-Newton: the full least-squares step `δ` (`J δ ≈ −r`), without
+    globalisation. When the problem is underdetermined (fewer residuals than
+    parameters) it is the step of least `‖D δ‖` with Marquardt's scaling
+    `D² = diag(JᵀJ)` (tiny `jitter` damping) — the minimum-norm step `−J⁺r` only
+    when the columns of `J` have equal norms. It solves a linear least-squares
     problem in one step; on nonlinear ones prefer
     [`eqmodels.LevenbergMarquardt`][]. Every term must have residuals (data
     terms do; entropy and TV do not)."""
