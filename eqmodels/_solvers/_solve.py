@@ -367,9 +367,7 @@ def make_options(max_steps, ftol, gtol, dtype) -> _Options:
         )
     ):
         raise TypeError(f"`max_steps` must be an int ≥ 0, got {max_steps!r}.")
-    if not isinstance(max_steps, jax.core.Tracer) and not (
-        0 <= int(max_steps) < 2**31
-    ):
+    if not isinstance(max_steps, jax.core.Tracer) and not (0 <= int(max_steps) < 2**31):
         raise ValueError(f"`max_steps` must be in [0, 2**31 − 1], got {max_steps}.")
     return _Options(
         max_steps=_scalar(max_steps, np.int32),
