@@ -168,6 +168,69 @@ def test_checkpoint_fingerprint_sees_solver_settings_and_params(problem, tmp_pat
             _survey(objectives[:2], model, **{**kw, "solver": other})
 
 
+_GLOBAL_TERM = None  # read by `_global_objective` (set by the test)
+
+
+def _global_objective(model):
+    return _GLOBAL_TERM(model)
+
+
+class _Holder:
+    """A plain (not pytree) callable holding its data term."""
+
+    def __init__(self, term):
+        self.term = term
+
+    def __call__(self, model):
+        return self.term(model)
+
+
+def test_checkpoint_fingerprint_sees_globals_and_plain_objects(
+    problem, tmp_path, monkeypatch
+):
+    """An objective written as a function of a module-level term, or as a plain
+    object holding one: another term is another survey (a review resumed such a
+    survey after changing the data and got the old results back)."""
+    objectives, model, _ = problem
+    a, b = objectives[0], objectives[4]  # other weights and other data
+    kw = dict(max_steps=3, chunk_size=2, devices=jax.devices()[:1])
+    monkeypatch.setattr(sys.modules[__name__], "_GLOBAL_TERM", a)
+    _survey([_global_objective] * 2, model, checkpoint=tmp_path / "f", **kw)
+    again = _survey([_global_objective] * 2, model, checkpoint=tmp_path / "f", **kw)
+    assert again.computed_chunks == () and again.loaded_chunks == (0,)
+    monkeypatch.setattr(sys.modules[__name__], "_GLOBAL_TERM", b)
+    with pytest.raises(ValueError, match="holds another survey .other config"):
+        _survey([_global_objective] * 2, model, checkpoint=tmp_path / "f", **kw)
+    _survey([_Holder(a)] * 2, model, checkpoint=tmp_path / "c", **kw)
+    again = _survey([_Holder(a)] * 2, model, checkpoint=tmp_path / "c", **kw)
+    assert again.computed_chunks == ()
+    with pytest.raises(ValueError, match="holds another survey"):
+        _survey([_Holder(b)] * 2, model, checkpoint=tmp_path / "c", **kw)
+
+
+def test_checkpoint_folder_records(problem, tmp_path):
+    """A first call that fails before finishing a chunk does not claim the folder;
+    a refusal says what differs; a pytree `params` spec works with a checkpoint."""
+    objectives, model, _ = problem
+
+    def broken(m):
+        raise RuntimeError("a bug in the objective")
+
+    with pytest.raises(RuntimeError, match="a bug"):
+        _survey([broken] * 2, model, checkpoint=tmp_path / "a", max_steps=3)
+    assert not list((tmp_path / "a").glob("chunk_*"))
+    res = _survey(objectives[:2], model, checkpoint=tmp_path / "a", max_steps=3)
+    assert res.computed_chunks == (0,)
+    with pytest.raises(ValueError, match="max_steps 3 there, 4 here"):
+        _survey(objectives[:2], model, checkpoint=tmp_path / "a", max_steps=4)
+    # `params` as a filter spec pytree (as `eqx.partition` takes), not a callable.
+    spec = jax.tree.map(eqx.is_inexact_array, model)
+    kw = dict(max_steps=3, params=spec)
+    plain = _survey(objectives[:2], model, **kw)
+    saved = _survey(objectives[:2], model, checkpoint=tmp_path / "b", **kw)
+    assert_allclose(saved.solutions.model.params, plain.solutions.model.params, rtol=0)
+
+
 def test_resume_after_an_interruption_recomputes_nothing(problem, tmp_path):
     objectives, model, singles = problem
 
@@ -248,6 +311,16 @@ def test_survey_errors(problem, tmp_path):
     res = _survey(objectives[:2], model)
     with pytest.raises(ValueError, match="not report keys"):
         res.chi2(["cphase"])
+    with pytest.raises(ValueError, match="lists a device more than once"):
+        em.survey(objectives, model, devices=[jax.devices()[0]] * 2)
+    # Bare terms report nothing: ranking says how to rank them.
+    bare = [
+        em.VisChi2(o.terms[0].forward, o.terms[0].vis, np.full(30, 0.05))
+        for o in objectives
+    ]
+    res = _survey(bare[:2], model, max_steps=2)
+    with pytest.raises(ValueError, match=r"Objective\(\[term\]\)"):
+        res.ranking()
 
 
 @pytest.mark.parametrize(

@@ -71,10 +71,18 @@ class SurveyResult(eqx.Module, strict=True):
         """The mean χ² over data terms per configuration (over `names`, default all
         data terms): the figure configurations are ranked by."""
         names = tuple(self.data_names if names is None else names)
+        if not names and not self.solutions.report:
+            raise ValueError(
+                "no data terms to rank by: the objectives report no terms (bare "
+                "terms, or callables without `report`). Wrap each term in an "
+                "objective, `eqmodels.Objective([term])`, whose report names it, or "
+                "rank by `solutions.value`."
+            )
         if not names:
             raise ValueError(
                 "no data terms to rank by: pass `names` (report keys), e.g. "
-                "`chi2(['cphase', 'logcamp'])`."
+                f"`chi2(['cphase', 'logcamp'])`; the keys are "
+                f"{tuple(self.solutions.report)}."
             )
         missing = [n for n in names if n not in self.solutions.report]
         if missing:
@@ -169,11 +177,38 @@ def _same(a, b) -> bool:
         return False
 
 
-def _fingerprint(shared, stacked, spec, opts_record) -> str:
-    """A digest of everything that decides a survey's results: the shared and
-    stacked configurations (objectives, models, solvers: array leaves by their
-    bytes, everything else by `_describe`), which model leaves are optimised
-    (`spec`), and the options."""
+def _selected(model, params) -> PyTree:
+    """`model` with each leaf replaced by whether `params` (a callable or a pytree
+    filter spec, as `eqx.partition` takes) selects it."""
+    return jax.tree.map(
+        lambda x: x is not None, eqx.filter(model, params), is_leaf=lambda x: x is None
+    )
+
+
+def _differences(old: dict, new: dict) -> str:
+    """What differs between two checkpoint records, in words."""
+    out = []
+    if old.get("fingerprint") != new.get("fingerprint"):
+        out.append(
+            "other configurations: objectives, models, solvers or optimised leaves"
+        )
+    if old.get("n_configurations") != new.get("n_configurations"):
+        out.append(
+            f"{old.get('n_configurations')} configurations there, "
+            f"{new.get('n_configurations')} here"
+        )
+    o, n = old.get("options", {}), new.get("options", {})
+    for k in sorted(set(o) | set(n)):
+        if o.get(k) != n.get(k):
+            out.append(f"{k} {o.get(k)!r} there, {n.get(k)!r} here")
+    return "; ".join(out) or "a record of another version"
+
+
+def _fingerprint(shared, stacked, spec) -> str:
+    """A digest of the configurations that decide a survey's results: the shared
+    and stacked configurations (objectives, models, solvers: array leaves by their
+    bytes, everything else by `_describe`) and which model leaves are optimised
+    (`spec`)."""
     h = hashlib.sha256()
     for tree in (shared, stacked, spec):
         leaves, treedef = jax.tree.flatten(tree)
@@ -185,7 +220,6 @@ def _fingerprint(shared, stacked, spec, opts_record) -> str:
                 h.update(a.tobytes())
             else:
                 h.update(_describe(x).encode())
-    h.update(json.dumps(opts_record, sort_keys=True).encode())
     return h.hexdigest()
 
 
@@ -225,14 +259,43 @@ def _describe(x, depth: int = 0, seen=None) -> str:
             c.cell_contents if _has_contents(c) else None for c in x.__closure__ or ()
         )
         name = f"{x.__module__}.{x.__qualname__}"
-        return f"function({name},{sub(cells)},{sub(x.__defaults__)})"
+        return (
+            f"function({name},{sub(cells)},{sub(x.__defaults__)},"
+            f"{sub(_globals_read(x))})"
+        )
     wrapped = getattr(x, "__wrapped__", None)  # jax.jit'ed functions
     if wrapped is not None:
         return f"{type(x).__name__}({sub(wrapped)})"
     if isinstance(x, eqx.Module):
         leaves, treedef = jax.tree.flatten(x)
         return f"{_describe_structure(treedef)}({sub(tuple(leaves))})"
+    if isinstance(x, types.ModuleType):
+        return f"module({x.__name__})"
+    if isinstance(x, type):
+        return f"type({x.__module__}.{x.__qualname__})"
+    state = getattr(x, "__dict__", None)
+    if isinstance(state, dict):  # a plain object: its attributes hold its data
+        return f"{type(x).__module__}.{type(x).__qualname__}({sub(state)})"
     return _strip_addresses(repr(x))
+
+
+# Functions of these packages read no user data through their globals.
+_LIBRARIES = ("jax", "jaxlib", "numpy", "equinox", "optax", "eqmodels", "scipy")
+
+
+def _globals_read(fn: types.FunctionType) -> dict:
+    """The module-level names a user's function (and the functions defined in it)
+    reads, with their values: an objective written as a function of a global data
+    term changes with that term."""
+    if (fn.__module__ or "").split(".")[0] in _LIBRARIES:
+        return {}
+    names, codes = set(), [fn.__code__]
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    g = fn.__globals__
+    return {k: g[k] for k in sorted(names) if k in g}
 
 
 def _describe_structure(treedef) -> str:
@@ -385,6 +448,11 @@ def survey(
     devices = list(jax.devices() if devices is None else devices)
     if not devices:
         raise ValueError("`devices` is empty.")
+    if len(set(devices)) != len(devices):
+        raise ValueError(
+            f"`devices` lists a device more than once ({devices}): pass each once "
+            "(a chunk is split over distinct devices)."
+        )
     n_dev = len(devices)
     per_device = -(-n // n_dev)
     if chunk_size is None:
@@ -456,20 +524,18 @@ def survey(
             "n_configurations": n,
             "batch": batch,
             "n_chunks": n_chunks,
-            "fingerprint": _fingerprint(
-                shared, stacked, jax.tree.map(params, models[0]), record
-            ),
+            "options": record,
+            "fingerprint": _fingerprint(shared, stacked, _selected(models[0], params)),
         }
         meta_path = folder / "survey.json"
-        if meta_path.exists():
-            old = json.loads(meta_path.read_text())
-            if old != meta:
-                raise ValueError(
-                    f"`checkpoint` folder {str(folder)!r} holds another survey (other "
-                    "configurations, solver or options): use a new folder, or delete "
-                    "it to start again."
-                )
-        else:
+        old = json.loads(meta_path.read_text()) if meta_path.exists() else None
+        if old is not None and old != meta and any(folder.glob("chunk_*.npz")):
+            raise ValueError(
+                f"`checkpoint` folder {str(folder)!r} holds another survey "
+                f"({_differences(old, meta)}): use a new folder, or delete it to "
+                "start again."
+            )
+        if old != meta:  # new, or a folder whose first call finished no chunk
             _atomic_write(meta_path, json.dumps(meta, indent=1).encode())
 
     # The structure of one chunk's result (no compilation).
