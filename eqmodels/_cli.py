@@ -2,9 +2,11 @@
 -o OUT.fits` runs the published 2017 M87 recipe ([`eqmodels.image_m87`][])."""
 
 import argparse
+import math
 import pathlib
 import sys
 import time
+import warnings
 
 
 def plot_image(image, grid, path, *, title: str = "") -> None:
@@ -55,7 +57,14 @@ def _parser() -> argparse.ArgumentParser:
         "--fast", action="store_true",
         help="few iterations and restarts (for CI and demos)",
     )  # fmt: skip
-    im.add_argument("--png", default=None, help="also save a plot of the image")
+    im.add_argument(
+        "--zbl", type=float, default=None,
+        help="compact (zero-baseline) flux in Jy (0.6, M87's)",
+    )  # fmt: skip
+    im.add_argument(
+        "--png", default=None,
+        help="also save a plot of the image (.png, .pdf, .svg, ...)",
+    )  # fmt: skip
     im.add_argument(
         "--cache", default=None, metavar="DIR",
         help=(
@@ -85,6 +94,13 @@ def _check_paths(ap: argparse.ArgumentParser, args) -> None:
             ap.error(
                 f"{option} {path!r}: the folder {str(out.parent)!r} does not exist."
             )
+    inputs = {pathlib.Path(p).resolve() for p in args.uvfits}
+    for option, path in (("-o/--output", args.output), ("--png", args.png)):
+        if path is not None and pathlib.Path(path).resolve() in inputs:
+            ap.error(f"{option} {path!r} is one of the input files: give another name.")
+    if args.png is not None:
+        if pathlib.Path(args.png).resolve() == pathlib.Path(args.output).resolve():
+            ap.error(f"--png {args.png!r} is the -o/--output file: give another name.")
     if args.cache is not None and args.no_cache:
         ap.error("--cache and --no-cache contradict each other: give one.")
     if args.cache is not None and pathlib.Path(args.cache).is_file():
@@ -94,6 +110,12 @@ def _check_paths(ap: argparse.ArgumentParser, args) -> None:
             import matplotlib  # noqa: F401
         except ImportError:
             ap.error("--png needs matplotlib: pip install 'eqmodels[plot]'.")
+        suffix = pathlib.Path(args.png).suffix.lower().lstrip(".")
+        if suffix not in _plot_formats():
+            ap.error(
+                f"--png {args.png!r}: give a file name ending in an image format's "
+                f"suffix ({', '.join('.' + f for f in _plot_formats())})."
+            )
     for option, value, low in (
         ("--npix", args.npix, 1),
         ("--iterations", args.iterations, 1),
@@ -101,8 +123,27 @@ def _check_paths(ap: argparse.ArgumentParser, args) -> None:
     ):
         if value is not None and value < low:
             ap.error(f"{option} must be >= {low}, got {value}.")
-    if not args.fov > 0:
-        ap.error(f"--fov must be > 0 (µas), got {args.fov}.")
+    if not args.fov >= 80.0:  # the recipe's prior (`image_m87` checks it too)
+        ap.error(
+            f"--fov must be at least 80 µas (the prior's offset copy sits 40 µas "
+            f"from the centre), got {args.fov}."
+        )
+    if args.zbl is not None and not (math.isfinite(args.zbl) and args.zbl > 0):
+        ap.error(f"--zbl must be a positive flux in Jy, got {args.zbl}.")
+
+
+def _show_warning(message, category, *args, **kwargs) -> None:
+    print(f"eqmodels image: warning: {message}", file=sys.stderr, flush=True)
+
+
+def _plot_formats() -> tuple[str, ...]:
+    """The file suffixes matplotlib saves to (`png`, `pdf`, `svg`, ...); none
+    without matplotlib (then `--png` is refused for that reason first)."""
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        return ()
+    return tuple(sorted(FigureCanvasBase.get_supported_filetypes()))
 
 
 def main(argv=None) -> int:
@@ -130,15 +171,18 @@ def _image(args, t0) -> int:
         _enable_cache(em, args.cache, log)
 
     log(f"eqmodels image: {', '.join(args.uvfits)} -> {args.output}")
-    image, report = em.image_m87(
-        args.uvfits,
-        npix=args.npix,
-        fov=args.fov,
-        iterations=args.iterations,
-        restarts=args.restarts,
-        fast=args.fast,
-        log=log,
-    )
+    with warnings.catch_warnings():  # the recipe's warnings as one line each
+        warnings.showwarning = _show_warning
+        image, report = em.image_m87(
+            args.uvfits,
+            npix=args.npix,
+            fov=args.fov,
+            iterations=args.iterations,
+            restarts=args.restarts,
+            fast=args.fast,
+            log=log,
+            **({} if args.zbl is None else {"zbl": args.zbl}),
+        )
     data, grid = report["data"], report["grid"]
     em.save_fits(
         image,

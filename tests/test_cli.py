@@ -142,7 +142,16 @@ def test_two_bands_self_calibrate_per_band(shared_data):
         (["{data}", "-o", "{tmp}/a.fits", "--npix", "0"], "--npix must be >= 1"),
         (["{data}", "-o", "{tmp}/a.fits", "--iterations", "0"], "--iterations"),
         (["{data}", "-o", "{tmp}/a.fits", "--restarts", "-1"], "--restarts"),
-        (["{data}", "-o", "{tmp}/a.fits", "--fov", "-5"], "--fov must be > 0"),
+        (["{data}", "-o", "{tmp}/a.fits", "--fov", "-5"], "--fov must be at least 80"),
+        (["{data}", "-o", "{tmp}/a.fits", "--fov", "64"], "--fov must be at least 80"),
+        (["{data}", "-o", "{tmp}/a.fits", "--zbl", "0"], "--zbl must be a positive"),
+        # Outputs that would destroy an input or each other.
+        (["{data}", "-o", "{data}"], "-o/--output .* is one of the input files"),
+        (
+            ["{data}", "-o", "{tmp}/a.fits", "--png", "{tmp}/a.fits"],
+            "--png .* is the -o/--output file",
+        ),
+        (["{data}", "-o", "{tmp}/a.fits", "--png", "{tmp}/plot"], "image format"),
         (
             ["{data}", "-o", "{tmp}/a.fits", "--cache", "{tmp}", "--no-cache"],
             "--cache and --no-cache",
@@ -186,3 +195,39 @@ def test_cli_cache_folder_unusable(tmp_path, monkeypatch):
     assert len(lines) == 1 and lines[0].startswith("compilation cache off")
     with pytest.raises(OSError, match="--cache"):
         cli._enable_cache(em, str(blocker / "sub"), lines.append)
+
+
+def test_recipe_takes_the_2018_station_codes():
+    """The 2018 files name four 2017 sites otherwise (APEX AX, JCMT MM, SMA SW, SMT
+    MG): under those codes the recipe applies the same settings (zero-baseline
+    pair, systematic noise, self-calibration), so the image is the same, bit for
+    bit (it self-calibrated only AA and LM in rounds 3-4 and added no systematic
+    noise for the renamed sites). An unknown code is warned about."""
+    import jax
+
+    assert jax.config.read("jax_enable_x64")
+    data = em.load_uvfits(DAY_100)
+    codes = {"AP": "AX", "JC": "MM", "SM": "SW", "AZ": "MG"}
+    renamed = data.replace(
+        station_names=tuple(codes.get(s, s) for s in data.station_names)
+    )
+    kw = dict(fast=True, iterations=3, restarts=0)
+    image, _ = em.image_m87(data, **kw)
+    image_2018, _ = em.image_m87(renamed, **kw)
+    np.testing.assert_array_equal(image_2018, image)
+    unknown = data.replace(
+        station_names=tuple("GL" if s == "PV" else s for s in data.station_names)
+    )
+    with pytest.warns(UserWarning, match=r"stations \['GL'\] are not in"):
+        em.image_m87(unknown, fast=True, iterations=1, restarts=0)
+
+
+def test_recipe_warns_about_other_sources_and_days():
+    data = em.load_uvfits(DAY_100)
+    kw = dict(fast=True, iterations=1, restarts=0)
+    with pytest.warns(UserWarning, match="source is 'SGRA'.*--zbl"):
+        em.image_m87(data.replace(source="SGRA"), **kw)
+    with pytest.warns(UserWarning, match="from 2 days"):
+        em.image_m87([data, data.replace(mjd=data.mjd + 1)], **kw)
+    with pytest.raises(ValueError, match="`fov` must be at least 80"):
+        em.image_m87(data, fov=70.0, **kw)

@@ -7,6 +7,7 @@ Every number below is the pipeline's. The steps are documented in `docs/recipe.m
 import math
 import os
 import time
+import warnings
 
 import jax
 import numpy as np
@@ -66,6 +67,9 @@ SEFD_ERROR_BUDGET = {
 #: pipeline's `sites`): every 2017 station but the IRAM 30 m (PV), whose gains stay
 #: 1 (those of the stations not in the data are ignored).
 SELFCAL_STATIONS = ("SM", "JC", "AA", "AP", "LM", "SP", "AZ")
+#: The 2017 sites under their codes in the 2018 files (APEX, JCMT, SMA, SMT): the
+#: recipe's per-site settings apply to them under either code.
+SITE_CODES_2018 = {"AX": "AP", "MM": "JC", "SW": "SM", "MG": "AZ"}
 #: Regularizer weights (all rounds).
 REGULARIZERS = {"simple": 100.0, "tv": 1.0, "tv2": 1.0, "flux": 1e4}
 #: Data-term weights, systematic noise and closing self-calibration of each round.
@@ -86,6 +90,35 @@ def m87_systematic_noise() -> dict[str, float]:
     return sys
 
 
+def _site(code: str) -> str:
+    """The 2017 code of a station (its own code unless a 2018 alias)."""
+    return SITE_CODES_2018.get(code, code)
+
+
+def _check_recipe_applies(data: VisData, zbl_given: bool) -> None:
+    """Warn where the data are not what the 2017 M87 recipe's settings are for:
+    another source (its compact flux and prior size are M87's) or stations the
+    recipe has no settings for (no systematic noise, no self-calibration)."""
+    if "M87" not in str(data.source).upper() and not zbl_given:
+        warnings.warn(
+            f"the data's source is {data.source!r}: the recipe's settings are "
+            f"M87's (compact flux zbl={ZBL} Jy, a {PRIOR_FWHM_UAS:g} µas prior). "
+            "Pass `zbl` (the CLI's --zbl) for another source's compact flux.",
+            UserWarning,
+            stacklevel=3,
+        )
+    unknown = [s for s in data.station_names if _site(s) not in SEFD_ERROR_BUDGET]
+    if unknown:
+        warnings.warn(
+            f"stations {unknown} are not in the 2017 recipe's tables: they get no "
+            "systematic noise in rounds 1-2 and no self-calibration in rounds 3-4 "
+            f"(known: {sorted(SEFD_ERROR_BUDGET)}, and the 2018 codes "
+            f"{sorted(SITE_CODES_2018)}).",
+            UserWarning,
+            stacklevel=3,
+        )
+
+
 # ------------------------------------------------------------------ data steps
 def _as_data(x) -> VisData:
     if isinstance(x, VisData):
@@ -102,6 +135,15 @@ def load_bands(paths_or_data) -> VisData:
     parts = [_as_data(x).scan_average() for x in paths_or_data]
     if not parts:
         raise ValueError("give at least one uvfits file or VisData.")
+    days = sorted({p.mjd for p in parts})
+    if len(days) > 1:
+        warnings.warn(
+            f"the data sets are from {len(days)} days (MJD {days}): the recipe "
+            "images one day's bands; the days are joined (each in its own hours "
+            f"of MJD {days[0]}) and the image is dated MJD {days[0]}.",
+            UserWarning,
+            stacklevel=3,
+        )
     return parts[0] if len(parts) == 1 else concatenate(parts)
 
 
@@ -148,7 +190,8 @@ def prepare_data(paths_or_data, *, zbl: float = ZBL) -> VisData:
     band = np.asarray(data.band)
     if band.max() > 0:
         data = data.replace(time=np.asarray(data.time) + BAND_TIME_SHIFT_H * band)
-    pair = ("AA", "AP") if {"AA", "AP"} <= set(data.station_names) else None
+    by_site = {_site(n): n for n in data.station_names}
+    pair = (by_site["AA"], by_site["AP"]) if {"AA", "AP"} <= set(by_site) else None
     data = rescale_zero_baseline(data, zbl, uv_max=UV_ZBLCUT, baseline=pair)
     data = order_stations_by_snr(data)
     data = reverse_taper(data, uas_to_rad(REVERSE_TAPER_UAS))
@@ -302,8 +345,15 @@ def image_m87(
         clock[stage] += t - t0
         return t
 
+    if not fov >= 2 * PRIOR_FWHM_UAS:
+        raise ValueError(
+            f"`fov` must be at least {2 * PRIOR_FWHM_UAS:g} µas, got {fov:g}: the "
+            "prior's symmetry-breaking copy sits one FWHM "
+            f"({PRIOR_FWHM_UAS:g} µas) from the centre in both axes."
+        )
     grid = ImageGrid.from_fov(int(npix), float(fov))
     data0 = prepare_data(paths_or_data, zbl=zbl)  # eht-imaging's obs_sc_init
+    _check_recipe_applies(data0, zbl_given=zbl != ZBL)
     say(f"data: {data0.n_rows} scan-averaged rows, stations {data0.station_names}")
     say(table_header())
     res = beam_from_uv(data0.u, data0.v)  # nominal resolution (1/longest baseline)
@@ -323,7 +373,8 @@ def image_m87(
         )  # fmt: skip
     t = tick("selfcal", t)
 
-    sys12 = {k: f for k, f in m87_systematic_noise().items() if k in data.station_names}
+    noise = m87_systematic_noise()
+    sys12 = {n: noise[_site(n)] for n in data.station_names if _site(n) in noise}
     systematics = (sys12, sys12, 0.01, 0.01)
     runs, rounds = [], []
     start = None
@@ -374,7 +425,10 @@ def image_m87(
         else:
             data = selfcal_per_band(
                 data0, image, grid, method="both", gain_tol=(0.02, 0.2),
-                stations=[s for s in SELFCAL_STATIONS if s in data0.station_names],
+                stations=[
+                    n for site in SELFCAL_STATIONS for n in data0.station_names
+                    if _site(n) == site
+                ],
             )  # fmt: skip
         t = tick("selfcal", t)
     final = np.asarray(blur_image(image, grid, taper_fwhm))
