@@ -132,6 +132,38 @@ def test_corrupt_calibrate_round_trip_and_apply_gains():
     assert_allclose(back.sigma, d.sigma, rtol=1e-14)
 
 
+def test_gains_carry_their_day():
+    """Times count hours from 0 h of each data set's own `mjd`: gains of one day
+    applied to data of two days joined (the second day's hours + 24), or to the
+    same records stamped from the next day (hours − 24), reach the same
+    intervals. They used to be compared hour for hour: 95 % of the rows of a real
+    day took other intervals' gains."""
+    d = synthetic()
+    g = random_gains(d)
+    assert int(g.mjd) == d.mjd
+    alone = g.calibrate(d)
+    day_before = d.replace(mjd=d.mjd - 1)
+    both = em.concatenate([day_before, d])  # d's rows at 24 h + their hours
+    second = np.asarray(both.time) >= 24.0
+    assert second.sum() == d.n_rows
+    cal = g.calibrate(both)
+    assert_allclose(np.asarray(cal.vis)[second], alone.vis, rtol=1e-14)
+    # The first day lies before every interval: the nearest (first) one, per station.
+    first = g.at(both)
+    assert int(first.mjd) == both.mjd
+    np.testing.assert_array_equal(
+        np.asarray(first.slot_interval)[: len(d.timestamps())], 0
+    )
+    next_day = d.replace(mjd=d.mjd + 1, time=np.asarray(d.time) - 24.0)
+    assert_allclose(g.calibrate(next_day).vis, alone.vis, rtol=1e-14)
+    # Gains built without a day (`mjd` unknown) take times as they are.
+    bare = em.StationGains(g.log_amp, g.phase, g.slot_interval, g.bounds, NAMES)
+    assert int(bare.mjd) == -1
+    assert_allclose(bare.calibrate(d).vis, alone.vis, rtol=1e-14)
+    with pytest.raises(TypeError, match="`mjd`"):
+        em.StationGains(g.log_amp, g.phase, g.slot_interval, g.bounds, NAMES, mjd=1.5)
+
+
 def test_at_nearest_in_time_and_by_name():
     d = synthetic()
     g = random_gains(d)

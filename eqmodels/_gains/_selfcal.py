@@ -243,7 +243,7 @@ def self_calibrate(
         max_steps=int(max_steps),
     )
     gains = StationGains(
-        la[:n_int], ph[:n_int], slot, bounds, names, present, data.index_key
+        la[:n_int], ph[:n_int], slot, bounds, names, present, data.index_key, data.mjd
     )
     return gains.calibrate(data), gains
 

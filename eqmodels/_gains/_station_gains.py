@@ -46,6 +46,7 @@ class StationGains(eqx.Module, strict=True):
     slot_interval: Int[Array, "t ..."]
     present: Bool[Array, "k s"]
     index_key: Int[Array, ""]
+    mjd: Int[Array | np.ndarray, ""]
     bounds: tuple[tuple[float, float], ...] = eqx.field(static=True)
     station_names: tuple[str, ...] = eqx.field(static=True)
 
@@ -58,6 +59,7 @@ class StationGains(eqx.Module, strict=True):
         station_names: Sequence[str],
         present: ArrayLike | None = None,
         index_key: int | ArrayLike | None = None,
+        mjd: int | ArrayLike | None = None,
     ):
         """**Arguments:**
 
@@ -78,6 +80,10 @@ class StationGains(eqx.Module, strict=True):
           columns follow, checked by [`eqmodels.GainCorrected`][] and
           [`eqmodels.with_gains`][] against the terms'; default unknown (`-1`,
           not checked). `from_data` and `at` set it.
+        - `mjd`: the day (`VisData.mjd`) whose 0 h UTC `bounds` count hours from,
+          so that [`eqmodels.StationGains.at`][] places another data set's times
+          (counted from its own `mjd`) correctly; default unknown (`-1`: times are
+          taken as they are). `from_data` and `at` set it.
         """
         names = tuple(station_names) if not isinstance(station_names, str) else ()
         if not names or not all(isinstance(s, str) for s in names):
@@ -154,6 +160,7 @@ class StationGains(eqx.Module, strict=True):
         self.slot_interval = asarray(slot_interval, jnp.int32)
         self.present = asarray(present, bool)
         self.index_key = index_key_leaf(index_key)
+        self.mjd = _mjd_leaf(mjd)
         self.bounds = tuple((float(lo), float(hi)) for lo, hi in b)
         self.station_names = names
 
@@ -194,7 +201,16 @@ class StationGains(eqx.Module, strict=True):
                 raise ValueError("`gains` must be finite and non-zero.")
             la, ph = np.log(np.abs(g)), np.angle(g)
         present = slot_presence(data, slot, bounds.shape[0])
-        return cls(la, ph, slot, bounds, data.station_names, present, data.index_key)
+        return cls(
+            la,
+            ph,
+            slot,
+            bounds,
+            data.station_names,
+            present,
+            data.index_key,
+            data.mjd,
+        )
 
     @property
     def n_intervals(self) -> int:
@@ -303,7 +319,10 @@ class StationGains(eqx.Module, strict=True):
             )
         bounds = np.asarray(self.bounds, np.float64).reshape(-1, 2)
         present = np.asarray(self.present)
-        times = data.timestamps()
+        # `data`'s times in hours from 0 h of these gains' day, and back.
+        mjd = int(np.asarray(self.mjd))
+        shift_h = 24.0 * (data.mjd - mjd) if mjd >= 0 else 0.0
+        times = data.timestamps() + shift_h
         cols = [
             self.station_names.index(s) if s in self.station_names else -1
             for s in data.station_names
@@ -325,10 +344,11 @@ class StationGains(eqx.Module, strict=True):
             la,
             ph,
             slot,
-            bounds,
+            bounds - shift_h,
             data.station_names,
             present[:, cols_arr] & known,
             data.index_key,
+            data.mjd,
         )
 
     def _row_factor(self, data: VisData) -> np.ndarray:
@@ -357,6 +377,20 @@ class StationGains(eqx.Module, strict=True):
         return data.replace(
             vis=np.asarray(data.vis) / f, sigma=np.asarray(data.sigma) / np.abs(f)
         )
+
+
+def _mjd_leaf(mjd) -> Int[Array | np.ndarray, ""]:
+    """`mjd` (a whole day number, or `None`: unknown, `-1`) as a 0-d int32 leaf."""
+    if mjd is None:
+        return np.asarray(-1, np.int32)
+    if is_concrete(mjd):
+        arr = np.asarray(mjd)
+        if not np.issubdtype(arr.dtype, np.integer) or arr.shape != () or arr < 0:
+            raise TypeError(
+                f"`mjd` must be one whole day number ≥ 0 (a `VisData.mjd`), got {mjd!r}."
+            )
+        return np.asarray(arr, np.int32)
+    return jnp.asarray(mjd, jnp.int32)
 
 
 def with_gains(tree, gains: StationGains):
