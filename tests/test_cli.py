@@ -231,3 +231,6 @@ def test_recipe_warns_about_other_sources_and_days():
         em.image_m87([data, data.replace(mjd=data.mjd + 1)], **kw)
     with pytest.raises(ValueError, match="`fov` must be at least 80"):
         em.image_m87(data, fov=70.0, **kw)
+    # Without ALMA-APEX and SMA-JCMT there is no zero baseline to set the flux by.
+    with pytest.raises(ValueError, match="no intra-site baseline"):
+        em.image_m87(data.flag_stations(["AP", "JC"]), **kw)

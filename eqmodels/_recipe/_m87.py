@@ -192,6 +192,12 @@ def prepare_data(paths_or_data, *, zbl: float = ZBL) -> VisData:
         data = data.replace(time=np.asarray(data.time) + BAND_TIME_SHIFT_H * band)
     by_site = {_site(n): n for n in data.station_names}
     pair = (by_site["AA"], by_site["AP"]) if {"AA", "AP"} <= set(by_site) else None
+    if pair is None and not np.any(data.uvdist < UV_ZBLCUT):
+        raise ValueError(
+            "the data have no intra-site baseline (ALMA-APEX, SMA-JCMT: shorter "
+            f"than {UV_ZBLCUT:g} λ), which the recipe scales to the compact flux "
+            f"`zbl`; shortest baseline {float(np.min(data.uvdist)):.4g} λ."
+        )
     data = rescale_zero_baseline(data, zbl, uv_max=UV_ZBLCUT, baseline=pair)
     data = order_stations_by_snr(data)
     data = reverse_taper(data, uas_to_rad(REVERSE_TAPER_UAS))
