@@ -230,6 +230,28 @@ def test_errors():
     assert tv.__add__(3) is NotImplemented
 
 
+def test_objective_refuses_terms_of_two_precisions():
+    """An image of either dtype was refused by one of the terms, each message
+    naming the other's dtype: refused when the objective is built."""
+    p = products()
+    amp = em.AmpChi2(em.DirectFT(GRID, *p["amp"][:2]), *p["amp"][2:])
+    cp32 = em.ClosurePhaseChi2(
+        em.DirectFT(GRID, *p["cphase"][:2], dtype=jnp.float32), *p["cphase"][2:]
+    )
+    with pytest.raises(ValueError, match="different precisions.*'amp'.*'cphase'"):
+        em.Objective([amp, cp32])
+    with pytest.raises(ValueError, match="different precisions"):
+        amp + em.TV(GRID) + cp32
+
+
+def test_a_name_given_to_a_nested_objective_prefixes_its_terms():
+    """It was dropped silently: the nested terms kept their own names."""
+    amp, *_ = data_terms()
+    obj = em.Objective([amp + em.TSV(GRID), em.TV(GRID)], names=["data", "smooth"])
+    assert obj.names == ("data.amp", "data.tv2", "smooth")
+    assert set(obj.report(positive_image())) == set(obj.names)
+
+
 @pytest.mark.parametrize("forward", ["direct", "nufft"])
 def test_sum_built_objective_shares_like_one_shot(forward):
     """`a + b + ...` reuses the shared transforms across the sum (no rebuild when a

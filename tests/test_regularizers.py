@@ -243,3 +243,12 @@ def test_an_objective_refuses_a_prior_of_another_shape():
     with pytest.raises(ValueError, match="prior of 'simple' is \\(16, 16\\)"):
         em.SimpleEntropy(np.ones((16, 16))) + em.WeightedL1(np.ones((8, 8)))
     em.TV(GRID) + em.SimpleEntropy(np.ones(GRID.shape))  # the same shape: fine
+
+
+def test_l1_derivative_at_zero_is_zero():
+    """As documented and as eht-imaging's `sl1grad`: a zero pixel is not pushed
+    either way (the derivative of `jnp.abs` at 0 is 1)."""
+    img = jnp.array([[0.0, 0.2], [0.0, -0.1]])
+    g = jax.grad(em.L1())(img)
+    np.testing.assert_array_equal(np.asarray(g), [[0.0, 1.0], [0.0, -1.0]])
+    assert float(em.L1()(img)) == 0.2 + 0.1  # |x| exactly

@@ -75,6 +75,27 @@ def test_pad_rows_adds_exactly_nothing(case, forward):
     assert term.pad_rows(n) is term
 
 
+@pytest.mark.parametrize("length", [3, 4])
+def test_pad_rows_of_a_term_on_points_with_more_axes(length):
+    """A `VisChi2` on points shaped `(n, k)`: rows are the leading axis. The
+    padding mask was broadcast against the weight's last axis, zeroing a column
+    of real visibilities (`length == k`: a silently wrong χ²) or failing."""
+    rng = np.random.default_rng(0)
+    lim = 0.4 / GRID.psize
+    u, v = rng.uniform(-lim, lim, (2, 2, 3))
+    fwd = em.DirectFT(GRID, u, v)
+    x = jnp.asarray(IMAGES[2])
+    vis = np.asarray(fwd(x)) * (1 + 0.1 * rng.standard_normal((2, 3)))
+    term = em.VisChi2(fwd, vis, np.full((2, 3), 0.1))
+    padded = term.pad_rows(length)
+    np.testing.assert_array_equal(np.asarray(padded.weight)[:2], term.weight)
+    assert np.all(np.asarray(padded.weight)[2:] == 0.0)
+    val, grad = _value_and_grad(term, x)
+    pval, pgrad = _value_and_grad(padded, x)
+    assert_allclose(pval, val, rtol=1e-14)
+    assert_allclose(pgrad, grad, rtol=1e-13)
+
+
 def test_row_errors():
     term = DATA_TERMS[1].build()
     n = term.rows
@@ -366,3 +387,24 @@ def test_pad_and_stack_errors():
         em.pad_and_stack([amp + cphase, cphase + amp])
     with pytest.raises(ValueError, match="structure"):
         em.pad_and_stack([amp, DATA_TERMS[1].build("separable")])
+
+
+def test_pad_and_stack_when_only_some_data_sets_share_a_transform():
+    """A data term alone on points with none repeated gets no shared transform:
+    the refusal says so, and `share=False` stacks."""
+    data = em.load_uvfits(DAY_100).scan_average()
+    grid = em.ImageGrid.from_fov(16, 160.0)
+    sets = (data.select_stations(["AA", "AP", "SM"]), data)  # 1 triangle; 55
+
+    def build(d, **kw):
+        return em.Objective(
+            [em.ClosurePhaseChi2.from_data(em.closure_phases(d), grid), em.TV(grid)],
+            **kw,
+        )
+
+    with pytest.raises(ValueError, match="share=False"):
+        em.pad_and_stack([build(d) for d in sets])
+    objs = [build(d, share=False) for d in sets]
+    x = jnp.asarray(em.GaussianImage(grid, 0.6, em.uas_to_rad(40.0))())
+    vals = eqx.filter_vmap(lambda o: o(x))(em.pad_and_stack(objs))
+    assert_allclose(vals, np.array([o(x) for o in objs]), rtol=1e-13)

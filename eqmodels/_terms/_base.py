@@ -272,8 +272,10 @@ class AbstractDataTerm(AbstractTerm, strict=True):
 
         - `index`: integer row indices (repeats allowed).
         - `n_rows`: the χ² normalisation of the result. Default: unchanged, so the
-          pieces of a split term sum to the whole term's χ²; pass `len(index)` for a
-          standalone subset.
+          pieces of a split term sum to the whole term's χ²; for a standalone
+          subset pass its count as the term counts `N` (`len(index)`; times `k`
+          for a `VisChi2` on points shaped `(n, k)`, whose `N` counts
+          visibilities).
 
         **Returns:** a term of the same class.
         """
@@ -310,7 +312,9 @@ class AbstractDataTerm(AbstractTerm, strict=True):
             return self
         index = np.concatenate([np.arange(n), np.zeros(length - n, np.int64)])
         out = self.take_rows(index)
-        live = np.arange(length) < n
+        # Rows are the leading axis (a weight may have more: a VisChi2 on points
+        # shaped `(n, k)`).
+        live = (np.arange(length) < n).reshape((length,) + (1,) * (out.weight.ndim - 1))
         weight = out.weight * asarray(live, out.weight.dtype)
         return eqx.tree_at(lambda t: t.weight, out, weight)
 
@@ -356,6 +360,22 @@ def _unique_names(names: Sequence[str]) -> tuple[str, ...]:
         seen.add(new)
         out.append(new)
     return tuple(out)
+
+
+def _check_one_dtype(names, terms, groups) -> None:
+    """Every data term of an objective computes in one precision: an image of
+    either dtype would be refused by one of them, each naming the other's."""
+    kinds = [(getattr(t.forward, "dtype", None), n) for n, t in zip(names, terms)
+             if isinstance(t, AbstractDataTerm) and t.forward is not None]  # fmt: skip
+    kinds += [(g.forward.dtype, names[g.members[0]]) for g in groups]
+    kinds = [(np.dtype(d), n) for d, n in kinds if d is not None]
+    for d, n in kinds[1:]:
+        if d != kinds[0][0]:
+            raise ValueError(
+                f"`terms` compute in different precisions: {kinds[0][1]!r} in "
+                f"{kinds[0][0]} but {n!r} in {d}; build every data term with one "
+                "dtype (`dtype=` of the constructors, or data of one precision)."
+            )
 
 
 def _check_one_grid(names, terms, groups) -> None:
@@ -456,7 +476,8 @@ class Objective(AbstractTerm, strict=True):
           in; the outer `chi2_offset` applies).
         - `weights`: one weight per term (default all 1).
         - `names`: report keys (default: each class's `report_name`, e.g. `amp`,
-          `cphase`, `simple`, `tv`, made unique with `_2`, `_3`).
+          `cphase`, `simple`, `tv`, made unique with `_2`, `_3`). A name given to
+          a nested objective prefixes its terms' names (`"data.amp"`).
         - `chi2_offset`: subtract 1 from every data term (eht-imaging's
           `α(χ² − 1)`); changes the value, not the gradient.
         - `share`: serve compatible data terms from one transform (see above).
@@ -503,13 +524,16 @@ class Objective(AbstractTerm, strict=True):
                 groups.extend(g.shifted(len(flat_terms)) for g in t.shared)
                 flat_terms.extend(t.terms)
                 flat_w.append(weights[i] * xp.asarray(t.weights))
-                flat_names.extend(t.names)
+                # A name given to a nested objective prefixes its terms' names.
+                prefix = "" if names is None else f"{names[i]}."
+                flat_names.extend(prefix + n for n in t.names)
             else:
                 flat_terms.append(t)
                 flat_w.append(weights[i : i + 1])
                 flat_names.append(default_name(t) if names is None else names[i])
         self.share = bool(share)
         _check_one_grid(_unique_names(flat_names), flat_terms, groups)
+        _check_one_dtype(_unique_names(flat_names), flat_terms, groups)
         if self.share:
             flat_terms, groups = _share(flat_terms, groups)
         self.terms = tuple(flat_terms)

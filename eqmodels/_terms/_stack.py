@@ -82,11 +82,15 @@ def pad_to_match(items: Sequence[_T]) -> list[_T]:
                 "the objectives must hold the same terms in the same order, got "
                 f"{[x.names for x in items]}."
             )
-        members = [g.members for g in items[0].shared]
-        if any([g.members for g in x.shared] != members for x in items):
+        groups = [[g.members for g in x.shared] for x in items]
+        if any(g != groups[0] for g in groups):
             raise ValueError(
                 "the objectives must share their transforms the same way (same "
-                "groups of data terms); build them with the same forward model kind."
+                f"groups of data terms; got {groups}, term positions per group). "
+                "Build them with the same forward model kind; a data term alone on "
+                "its points with none repeated gets no shared transform (nothing to "
+                "save), so data sets where that happens to some of them stack with "
+                "`share=False`."
             )
         rows = [
             max(x.terms[i].rows for x in items)
@@ -94,7 +98,9 @@ def pad_to_match(items: Sequence[_T]) -> list[_T]:
             else None
             for i in range(len(names))
         ]
-        points = [max(x.shared[g].n_points for x in items) for g in range(len(members))]
+        points = [
+            max(x.shared[g].n_points for x in items) for g in range(len(groups[0]))
+        ]
         return [_pad_objective(x, rows, points) for x in items]
     raise TypeError(
         f"`items` must be data terms or objectives, got {type(items[0]).__name__}."
