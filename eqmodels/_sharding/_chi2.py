@@ -217,6 +217,7 @@ class ShardedChi2(AbstractDataTerm, strict=True):
 
     def _sharded(self, fn, image, out_spec):
         axis = self.axis_name
+        fwd = self.term.forward
         # Without replication tracking (`check_vma=False`) shard_map's transpose
         # sums the replicated image's cotangent over the devices itself: right for
         # every forward model and backend (with tracking, jax-finufft needs a
@@ -227,7 +228,7 @@ class ShardedChi2(AbstractDataTerm, strict=True):
             in_specs=(_row_specs(self.term, axis), P()),
             out_specs=out_spec,
             check_vma=False,
-        )(self.term, as_image(image))
+        )(self.term, as_image(image, None if fwd is None else fwd.grid))
 
     def __call__(self, image: ImageLike) -> Scalar:
         """**Arguments:** `image`, an `(ny, nx)` array or an image model.
@@ -257,6 +258,10 @@ class ShardedChi2(AbstractDataTerm, strict=True):
         )
 
     def _sharing(self):
+        # A wrapped term that overrides `__call__` is evaluated through it (this
+        # wrapper's own `__call__`, per device), never from a shared transform.
+        if self.term._sharing()[0] is None:
+            return None, None
         return self.term.forward, (self.mesh, self.axis_name)
 
     def _without_forward(self) -> "ShardedChi2":

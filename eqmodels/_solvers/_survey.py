@@ -177,6 +177,18 @@ def _same(a, b) -> bool:
         return False
 
 
+def _split_explicitly(x) -> bool:
+    """Whether `x` is split over an Explicit mesh axis (a `ShardedChi2`'s rows on
+    `jax.make_mesh`'s default mesh): such leaves keep their placement, which the
+    sharded term's `shard_map` requires."""
+    sharding = getattr(x, "sharding", None)
+    mesh = getattr(sharding, "mesh", None)
+    explicit = jax.sharding.AxisType.Explicit
+    if not any(t == explicit for t in getattr(mesh, "axis_types", ())):
+        return False
+    return any(p is not None for p in getattr(sharding, "spec", ()))
+
+
 def _selected(model, params) -> PyTree:
     """`model` with each leaf replaced by whether `params` (a callable or a pytree
     filter spec, as `eqx.partition` takes) selects it."""
@@ -482,6 +494,16 @@ def survey(
     mesh = Mesh(np.array(devices), (_AXIS,))
     rows = NamedSharding(mesh, PartitionSpec(_AXIS))
     replicated = NamedSharding(mesh, PartitionSpec())
+    if any(_split_explicitly(x) for x in jax.tree.leaves((shared, stacked))):
+        raise ValueError(
+            "`objectives` hold rows split over a mesh with Explicit axes (a "
+            "`ShardedChi2` on `jax.make_mesh`'s default mesh), which `survey`, "
+            "splitting configurations over its own mesh, cannot combine with: "
+            "build the sharded terms on a mesh with Auto axes "
+            "(`jax.make_mesh(shape, names, axis_types=(AxisType.Auto,) * k)` or "
+            "`jax.sharding.Mesh(devices, names)`), or solve each configuration with "
+            "`solve`."
+        )
     shared_dev = jax.tree.map(
         lambda x: jax.device_put(x, replicated) if eqx.is_array(x) else x, shared
     )
