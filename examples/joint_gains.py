@@ -148,4 +148,10 @@ def main(n_steps=150, seed=0):
 
 
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=150, help="solver steps (150)")
+    ap.add_argument("--seed", type=int, default=0, help="noise seed (0)")
+    args = ap.parse_args()
+    main(n_steps=args.steps, seed=args.seed)

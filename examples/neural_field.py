@@ -132,4 +132,10 @@ def main(n_steps=800, seed=0, verbose=True):
 
 
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=800, help="solver steps (800)")
+    ap.add_argument("--seed", type=int, default=0, help="noise seed (0)")
+    args = ap.parse_args()
+    main(n_steps=args.steps, seed=args.seed)

@@ -95,4 +95,10 @@ def save_png(truth, img, grid):
 
 
 if __name__ == "__main__":
-    main()
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=300, help="solver steps (300)")
+    ap.add_argument("--seed", type=int, default=0, help="noise seed (0)")
+    args = ap.parse_args()
+    main(n_steps=args.steps, seed=args.seed)
