@@ -286,9 +286,16 @@ def _describe(x, depth: int = 0, seen=None) -> str:
     if isinstance(x, type):
         return f"type({x.__module__}.{x.__qualname__})"
     state = getattr(x, "__dict__", None)
-    if isinstance(state, dict):  # a plain object: its attributes hold its data
+    if isinstance(state, dict) and not _from_a_library(type(x)):
+        # A user's plain object: its attributes hold its data. (A library's, such
+        # as a `jax.sharding.Mesh`, is described by its repr: its `__dict__` may
+        # fill with caches as it is used.)
         return f"{type(x).__module__}.{type(x).__qualname__}({sub(state)})"
     return _strip_addresses(repr(x))
+
+
+def _from_a_library(obj) -> bool:
+    return (getattr(obj, "__module__", None) or "").split(".")[0] in _LIBRARIES
 
 
 # Functions of these packages read no user data through their globals.
@@ -299,7 +306,7 @@ def _globals_read(fn: types.FunctionType) -> dict:
     """The module-level names a user's function (and the functions defined in it)
     reads, with their values: an objective written as a function of a global data
     term changes with that term."""
-    if (fn.__module__ or "").split(".")[0] in _LIBRARIES:
+    if _from_a_library(fn):
         return {}
     names, codes = set(), [fn.__code__]
     while codes:
