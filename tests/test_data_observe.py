@@ -256,6 +256,11 @@ def test_observe_errors():
         eqm.observe(img, (16, 16), eqm.EHT2017, **kw)
     with pytest.raises(ValueError, match="shape"):
         eqm.observe(img[:8], grid, eqm.EHT2017, **kw)
+    # A model on another pixel size (its visibilities would be another image's).
+    other = eqm.ImageGrid(grid.ny, grid.nx, 2 * grid.psize)
+    model = eqm.PixelImage.from_image(np.asarray(img), other)
+    with pytest.raises(ValueError, match="observe the model on its own grid"):
+        eqm.observe(model, grid, eqm.EHT2017, **kw)
     with pytest.raises(ValueError, match="integration"):
         eqm.observe(img, grid, eqm.EHT2017, integration=0.0, **kw)
     with pytest.raises(ValueError, match="bandwidth"):

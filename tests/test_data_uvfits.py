@@ -537,6 +537,14 @@ def test_save_fits_errors(tmp_path):
         eqm.save_fits(np.zeros(grid.shape), grid, p, ra=-12.5)
     with pytest.raises(ValueError, match="freq"):
         eqm.save_fits(np.zeros(grid.shape), grid, p, freq=-1.0)
+    # (The test suite's runtime type checker may catch these first, naming the
+    # argument too.)
+    with pytest.raises((TypeError, ValueError), match="freq"):
+        eqm.save_fits(np.zeros(grid.shape), grid, p, freq="230e9")
+    with pytest.raises((TypeError, ValueError), match="mjd"):
+        eqm.save_fits(np.zeros(grid.shape), grid, p, mjd=57854.7)
+    with pytest.raises(TypeError, match="source"):
+        eqm.save_fits(np.zeros(grid.shape), grid, p, source=5)
     eqm.save_fits(np.zeros(grid.shape), grid, p)
     with pytest.raises(FileExistsError, match="overwrite=True"):
         eqm.save_fits(np.zeros(grid.shape), grid, p)
@@ -712,3 +720,35 @@ def test_load_fits_metadata_refuses_impossible_cards(tmp_path):
         eqm.load_fits(_edited_fits(tmp_path, data, FREQ=-1.0), metadata=True)
     # Without `metadata` the image still loads (the cards are not read).
     assert eqm.load_fits(_edited_fits(tmp_path, data, CRVAL2=100.0))[0].shape == (4, 4)
+
+
+def test_fits_round_trip_pixel_size_and_plotting_the_loaded_grid(tmp_path):
+    """The pixel size comes back from the `PSIZE` card (radians, as written; a
+    card holds 16 significant digits), not from `CDELT` in degrees; and a model
+    plotted with the loaded grid is accepted (`plot_image` compared grids bit for
+    bit, and refused the pair)."""
+    pytest.importorskip("matplotlib")
+    rng = np.random.default_rng(0)
+    for grid in (eqm.ImageGrid.from_fov(7, 100.0), eqm.ImageGrid(6, 8, 1.1e-10)):
+        img = rng.random(grid.shape)
+        eqm.save_fits(img, grid, tmp_path / "a.fits", overwrite=True)
+        back, loaded = eqm.load_fits(tmp_path / "a.fits")
+        assert abs(loaded.psize / grid.psize - 1) < 1e-14
+        np.testing.assert_array_equal(back, img)
+        ax = eqm.plot_image(eqm.PixelImage.from_image(img, grid), loaded)
+        ax.figure.clf()
+
+
+def test_load_fits_refuses_swapped_axes(tmp_path):
+    """Dec along axis 1 and RA along axis 2 (legal FITS) loaded transposed, with
+    RA and Dec still read from the right cards: refused, as rotated axes are."""
+    fits = pytest.importorskip("astropy.io.fits")
+    grid = eqm.ImageGrid(4, 6, eqm.uas_to_rad(5.0))
+    eqm.save_fits(np.ones(grid.shape), grid, tmp_path / "a.fits")
+    with fits.open(tmp_path / "a.fits") as f:
+        header, data = f[0].header.copy(), f[0].data.T.copy()
+    for key in ("CTYPE", "CRVAL", "CDELT", "CRPIX", "CUNIT"):
+        header[f"{key}1"], header[f"{key}2"] = header[f"{key}2"], header[f"{key}1"]
+    fits.PrimaryHDU(data, header).writeto(tmp_path / "b.fits")
+    with pytest.raises(ValueError, match="RA along axis 1 and Dec along axis 2"):
+        eqm.load_fits(tmp_path / "b.fits")

@@ -253,3 +253,10 @@ def test_masked_images_are_refused_not_drawn_as_they_are():
     img[0, 0] = np.ma.masked
     with pytest.raises(TypeError, match="masked array.*filled"):
         em.plot_image(img, GRID)
+
+
+def test_plot_images_takes_a_numpy_integer_for_ncols():
+    img = np.ones(GRID.shape)
+    fig = em.plot_images([img, img, img], GRID, ncols=np.int64(2))
+    assert len([a for a in fig.axes if a.images]) == 3
+    plt.close(fig)

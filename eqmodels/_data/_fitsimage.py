@@ -1,6 +1,7 @@
 """FITS images: writing (and reading back) an image on an `ImageGrid`."""
 
 import math
+import numbers
 import os
 from typing import Any
 
@@ -77,6 +78,20 @@ def save_fits(
         raise TypeError(f"`grid` must be an ImageGrid, got {type(grid).__name__}.")
     arr = as_image_array(image, grid)
     ra, dec = check_ra_dec(ra, dec)  # degrees, ra in [0, 360], |dec| <= 90
+    if freq is not None and (
+        isinstance(freq, bool)
+        or not isinstance(freq, numbers.Real)
+        or not (math.isfinite(freq) and freq > 0)
+    ):
+        raise ValueError(f"`freq` must be a positive frequency in Hz, got {freq!r}.")
+    if mjd is not None and (
+        isinstance(mjd, bool) or not isinstance(mjd, numbers.Integral) or mjd < 0
+    ):
+        raise ValueError(
+            f"`mjd` must be a whole day number >= 0 (a `VisData.mjd`), got {mjd!r}."
+        )
+    if not isinstance(source, str):
+        raise TypeError(f"`source` must be a string (the OBJECT name), got {source!r}.")
     path = os.fspath(path)
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path!r} exists; pass `overwrite=True` to replace it.")
@@ -186,6 +201,8 @@ def load_fits(
             f"{path!r}: the header's PSIZE ({float(stated)!r} rad) and CDELT1 "
             f"({psize!r} rad) disagree: fix the header."
         )
+    if stated is not None:  # radians as written: a bit-exact round trip
+        psize = float(stated)
     ny, nx = data.shape
     for k, n in ((1, nx), (2, ny)):
         crpix = header.get(f"CRPIX{k}")
@@ -303,6 +320,13 @@ def _pixel_steps(header, path):
                 f"{path!r}: the image axes are rotated ({key} = {header[key]!r}); "
                 "only images with RA along axis 1 and Dec along axis 2 are supported."
             )
+    ctype = [str(header.get(f"CTYPE{k}", "")).strip().upper() for k in (1, 2)]
+    if ctype[0].startswith("DEC") or ctype[1].startswith("RA"):
+        raise ValueError(
+            f"{path!r}: axis 1 is {ctype[0]!r} and axis 2 {ctype[1]!r}: only images "
+            "with RA along axis 1 and Dec along axis 2 are supported (transpose the "
+            "array and swap the axes' cards)."
+        )
     out = []
     for k in (1, 2):
         step = header.get(f"CDELT{k}", header.get(f"CD{k}_{k}"))

@@ -10,7 +10,7 @@ from jaxtyping import ArrayLike
 
 from .._forward._direct import DirectFT
 from .._grid import ImageGrid
-from .._image._base import AbstractImageModel
+from .._image._base import AbstractImageModel, evaluated_on
 from .._numerics import asarray
 from .._validation import is_concrete
 from ._earth import baseline_uvw, elevation, gmst
@@ -196,7 +196,14 @@ def observe(
     if seed < 0:
         raise ValueError(f"`seed` must be >= 0 (a numpy random seed), got {seed!r}.")
     if isinstance(image, AbstractImageModel):
-        image = image()
+        image = evaluated_on(
+            image,
+            grid,
+            "image",
+            f"`grid` is {grid!r}: observe the model on its own grid "
+            "(`grid=image.grid`), or the visibilities would be those of another "
+            "pixel size.",
+        )
     image = asarray(image)
     if not jnp.issubdtype(image.dtype, jnp.floating):  # integer or bool pixels
         image = image.astype(jnp.result_type(float))

@@ -9,7 +9,7 @@ from jaxtyping import ArrayLike, Float
 
 from .._data._fitsimage import as_image_array
 from .._grid import ImageGrid
-from .._image._base import AbstractImageModel
+from .._image._base import AbstractImageModel, evaluated_on
 from .._units import RAD_PER_UAS
 from ._mpl import new_axes, pyplot
 
@@ -30,13 +30,14 @@ _LABELS = {
 
 def _image_and_grid(image, grid, name="image") -> tuple[np.ndarray, ImageGrid]:
     if isinstance(image, AbstractImageModel):
-        if grid is not None and grid != image.grid:
-            raise ValueError(
-                f"`grid` {grid!r} differs from the image model's grid {image.grid!r}: "
-                "leave `grid` out for an image model."
-            )
-        grid = image.grid
-        image = image()
+        model_grid = image.grid
+        image = evaluated_on(
+            image,
+            grid,
+            name,
+            f"`grid` is {grid!r}: leave `grid` out for an image model.",
+        )
+        grid = model_grid if grid is None else grid
     if grid is None:
         raise TypeError(
             f"`grid` is required with an image array `{name}` (an "
@@ -262,9 +263,9 @@ def plot_images(
     n = len(images)
     if ncols is None:
         ncols = n
-    if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
+    if isinstance(ncols, bool) or not isinstance(ncols, int | np.integer) or ncols < 1:
         raise ValueError(f"`ncols` must be a positive integer, got {ncols!r}.")
-    ncols = min(ncols, n)
+    ncols = min(int(ncols), n)
     nrows = -(-n // ncols)
     shown = [image_in_units(img, g, units, freq) for img, g in pairs]
     if beam is not None:
