@@ -216,7 +216,7 @@ def plot_images(
     grid: ImageGrid | None = None,
     *,
     titles: Sequence[str] | None = None,
-    ncols: int | None = None,
+    ncols: int | np.integer | None = None,
     units: str = "Jy/uas2",
     freq: float | int | None = None,
     beam: float | int | tuple[float, float, float] | None = None,
