@@ -101,6 +101,21 @@ def gathered(x, mesh: Mesh):
     return x
 
 
+def split_explicitly(x) -> bool:
+    """Whether `x` (concrete or traced) is split over a mesh axis of Explicit type:
+    only such splits appear in its type (`jax.typeof(x).sharding`)."""
+    spec = getattr(getattr(jax.typeof(x), "sharding", None), "spec", None)
+    return spec is not None and any(p is not None for p in spec)
+
+
+def unsplit(x):
+    """`x` replicated over its mesh when it is split over an Explicit axis (where
+    dense linear algebra refuses split operands); else `x` as is."""
+    if not split_explicitly(x):
+        return x
+    return jax.sharding.reshard(x, NamedSharding(jax.typeof(x).sharding.mesh, P()))
+
+
 def replicate(tree, mesh: Mesh):
     """Every concrete array leaf of `tree` as a global array replicated over `mesh`."""
     specs = jax.tree_util.tree_map(lambda _: P(), tree)

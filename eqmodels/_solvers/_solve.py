@@ -9,11 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from jax.flatten_util import ravel_pytree
-from jax.sharding import PartitionSpec as P
 from jaxtyping import Array, Bool, Float, Int, PyTree, Scalar
 
 from .._compile import run_once_jit
 from .._numerics import asarray
+from .._sharding._mesh import unsplit
 from .._terms._base import Objective
 from ._common import (
     batch_while_loop,
@@ -166,25 +166,15 @@ def _gradient_loop(solver, fn, params, opts, axis_name=None):
     return params, f, k, reason, evals
 
 
-def _replicated(x):
-    """`x` replicated where its type carries a split over an Explicit mesh axis
-    (the residuals of a `ShardedChi2` on `jax.make_mesh`'s default mesh): the
-    dense linear algebra of a Gauss-Newton step refuses split operands there.
-    Under Auto axes (and unsharded) `x` is returned as is."""
-    sharding = getattr(jax.typeof(x), "sharding", None)
-    spec = getattr(sharding, "spec", None)
-    if spec is None or all(p is None for p in spec):
-        return x
-    return jax.sharding.reshard(x, jax.sharding.NamedSharding(sharding.mesh, P()))
-
-
 def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
     """Gauss-Newton / Levenberg-Marquardt on the flat parameter vector."""
     lm = isinstance(solver, LevenbergMarquardt)
 
     def linearise(x):
         r, jac = dense_jacobian(resid, x, chunk)
-        return _replicated(r), _replicated(jac)
+        # Split over an Explicit mesh axis (a `ShardedChi2`'s residuals), the dense
+        # step below would be refused: gathered first.
+        return unsplit(r), unsplit(jac)
 
     def solve_step(r, jac, lam):
         """The step of `min |r + Jδ|² + λ |Dδ|²`, `D² = diag(JᵀJ)` (Marquardt's

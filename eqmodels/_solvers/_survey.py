@@ -21,6 +21,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, Float, Int, PyTree
 
 from .._numerics import asarray
+from .._sharding._mesh import split_explicitly
 from ._jacobian import (
     auto_chunk,
     check_memory_budget,
@@ -175,18 +176,6 @@ def _same(a, b) -> bool:
         return bool(a is b or a == b)
     except Exception:  # noqa: BLE001 - uncomparable objects
         return False
-
-
-def _split_explicitly(x) -> bool:
-    """Whether `x` is split over an Explicit mesh axis (a `ShardedChi2`'s rows on
-    `jax.make_mesh`'s default mesh): such leaves keep their placement, which the
-    sharded term's `shard_map` requires."""
-    sharding = getattr(x, "sharding", None)
-    mesh = getattr(sharding, "mesh", None)
-    explicit = jax.sharding.AxisType.Explicit
-    if not any(t == explicit for t in getattr(mesh, "axis_types", ())):
-        return False
-    return any(p is not None for p in getattr(sharding, "spec", ()))
 
 
 def _selected(model, params) -> PyTree:
@@ -501,7 +490,8 @@ def survey(
     mesh = Mesh(np.array(devices), (_AXIS,))
     rows = NamedSharding(mesh, PartitionSpec(_AXIS))
     replicated = NamedSharding(mesh, PartitionSpec())
-    if any(_split_explicitly(x) for x in jax.tree.leaves((shared, stacked))):
+    leaves = jax.tree.leaves((shared, stacked))
+    if any(eqx.is_array(x) and split_explicitly(x) for x in leaves):
         raise ValueError(
             "`objectives` hold rows split over a mesh with Explicit axes (a "
             "`ShardedChi2` on `jax.make_mesh`'s default mesh), which `survey`, "
