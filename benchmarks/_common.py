@@ -455,8 +455,13 @@ def run_child(
     argv: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 1200
 ) -> dict[str, Any]:
     """Run `python argv...` in a fresh process and return the JSON it emitted with
-    `emit_child_result`; on failure, `{"error": ..., "stderr_tail": ...}`."""
+    `emit_child_result`; on failure, `{"error": ..., "stderr_tail": ...}`.
+
+    The child does not preallocate GPU memory (`XLA_PYTHON_CLIENT_PREALLOCATE=false`
+    unless `env` says otherwise): the parent already holds JAX's default 75 % of
+    the card, and a child asking for as much fails to start cuBLAS."""
     full_env = dict(os.environ)
+    full_env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     full_env.update(env or {})
     try:
         proc = subprocess.run(

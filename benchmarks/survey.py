@@ -4,7 +4,7 @@ L-BFGS iterations each, batched by `eqmodels.survey` vs a Python loop of single
 
 Problem: as `benchmarks/imaging.py` (64², float64, log pixels from the perturbed
 prior). Configurations: the entropy weight × the TV weight on an 8 × 8 logarithmic
-grid (4 × 4 with `--quick`), every other weight as published. Both lanes use
+grid (4 × 4 with `--quick`, K × K with `--grid K`), every other weight as published. Both lanes use
 `LBFGS()` (backtracking line search, the default: under `vmap` its members
 advance one evaluation at a time, independently) and `max_steps=100` with
 tolerances 0 (every member runs 100 iterations). Compilation is excluded from the
@@ -15,7 +15,8 @@ also with `solve`'s program compiled with XLA's default CPU code generation inst
 of `eqmodels.compiler_options()`: the targets use the faster of the two loops),
 the loop again in a fresh one-device process whose XLA thread pool has one thread
 (`NPROC=1`, faster for a single small solve; its own target line),
-the survey with chunks of 8, 16 and all configurations on that device, the survey
+the survey with chunks of 8, 16, 64, 256 and all configurations (those below the
+count) on that device, the survey
 split over one CPU device per core (`jax_num_cpu_devices`, set at start-up) in chunks
 of 1, 2 and 4 per device, and the same surveys and loop in float32 (objective and
 start cast with `imaging.float32_copy`; the float32 lanes' "rel diff J" is their
@@ -25,7 +26,7 @@ one device splits each operation over the cores, and one device per core runs
 whole solves side by side. Targets (issue 9): survey ≥ 2× the loop's throughput and ≥ 20
 reconstructions/s on a 2-core CPU.
 
-Run `python benchmarks/survey.py [--quick]`. Writes `benchmarks/results/survey.json`.
+Run `python benchmarks/survey.py [--quick] [--grid K]`. Writes `benchmarks/results/survey.json`.
 """
 
 import _common as C
@@ -47,12 +48,11 @@ sys.path.insert(0, str(ROOT))  # the eqmodels of this checkout
 ITERS = 100
 
 
-def build(quick):
-    """The start and the configurations: `(model, weights, objectives)`."""
+def build(k):
+    """The start and the `k × k` configurations: `(model, weights, objectives)`."""
     import imaging as I
 
     _, _, _, _, obj, model = I.setup()
-    k = 4 if quick else 8
     names = obj.names
     base = np.asarray(obj.weights)
     configs = []
@@ -65,7 +65,7 @@ def build(quick):
     return model, configs, [obj.with_weights(w) for w in configs]
 
 
-def loop_child(quick):
+def loop_child(k):
     """The loop lane in a fresh process with JAX's defaults (one CPU device), for
     the thread-pool setting given in the environment (`NPROC=1`: one XLA thread;
     XLA sizes its pool once, at start-up). The faster of two timed loops."""
@@ -73,7 +73,7 @@ def loop_child(quick):
 
     import eqmodels as em
 
-    model, _, objectives = build(quick)
+    model, _, objectives = build(k)
     kw = dict(max_steps=ITERS, ftol=0.0, gtol=0.0)
     em.solve(objectives[0], model, **kw).value.block_until_ready()
     times = []
@@ -88,13 +88,19 @@ def loop_child(quick):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="16 configurations")
+    ap.add_argument(
+        "--grid", type=int, default=None, help="K: K × K configurations (default 8)"
+    )
     ap.add_argument("--loop-child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument(
         "--out", default=str(ROOT / "benchmarks" / "results" / "survey.json")
     )
     args = ap.parse_args()
+    k = args.grid or (4 if args.quick else 8)
+    if k < 2:
+        ap.error(f"--grid must be at least 2, got {k}")
     if args.loop_child:
-        return loop_child(args.quick)
+        return loop_child(k)
 
     import equinox as eqx
     import imaging as I
@@ -108,7 +114,7 @@ def main():
 
     import eqmodels as em
 
-    model, configs, objectives = build(args.quick)
+    model, configs, objectives = build(k)
     n = len(objectives)
     solver = em.LBFGS()  # backtracking line search, the default
     kw = dict(max_steps=ITERS, ftol=0.0, gtol=0.0)
@@ -181,8 +187,8 @@ def main():
     # The loop again in a fresh one-device process whose XLA pool has one thread
     # (`NPROC=1`): a single small solve runs faster that way (see
     # docs/performance.md); reported, and checked in a target line of its own.
-    argv = [str(pathlib.Path(__file__).resolve()), "--loop-child"]
-    one = C.run_child(argv + (["--quick"] if args.quick else []), env={"NPROC": "1"})
+    argv = [str(pathlib.Path(__file__).resolve()), "--loop-child", "--grid", str(k)]
+    one = C.run_child(argv, env={"NPROC": "1"})
     if "time_s" in one:
         t = one["time_s"]
         results["loop_one_thread"] = {"time_s": t, "per_s": n / t, "runs": one}
@@ -237,7 +243,7 @@ def main():
             ]
         )
 
-    chunks = [c for c in (8, 16, n) if c <= n]
+    chunks = [c for c in (8, 16, 64, 256, n) if c <= n]
     for chunk in dict.fromkeys(chunks):
         res = survey_lane(f"survey, chunk {chunk}", objectives, model, chunk)
     # One device per core (CPU): each runs its share in small chunks.
@@ -314,6 +320,7 @@ def main():
             "environment": C.environment_info(),
             "blas_env": BLAS,
             "n_configurations": n,
+            "device_memory": C.device_memory_stats(device[0]),
             "results": results,
             "targets": checks,
             "best_config_weights": np.asarray(configs[int(ranking[0])]),
