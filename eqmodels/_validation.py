@@ -145,6 +145,8 @@ def scalar_leaf(
 ) -> Float[Array, ""]:
     """Check that `x` is a real, finite scalar (and `> 0` if `positive`); return it
     as an array leaf of `dtype` (default: JAX's default float)."""
+    if is_concrete(x) and np.asarray(x).dtype == np.bool_:
+        raise TypeError(f"`{name}` must be a number, got a boolean ({x!r}).")
     x = as_real(name, x)
     if is_concrete(x):
         if np.ndim(x) != 0:

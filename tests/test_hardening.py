@@ -538,3 +538,23 @@ def test_from_data_with_the_wrong_product_is_a_type_error(local):
     duck = type("Duck", (), dict(u=amp.u, v=amp.v, cphase=amp.amp, sigma=amp.sigma))
     with pytest.raises(TypeError, match="`data` must be .*shape \\(n, 3\\)"):
         em.ClosurePhaseChi2.from_data(duck(), GRID)
+
+
+def test_ring_whose_only_bright_pixel_has_no_flux_stays_finite():
+    """A ring far thinner than a pixel keeps (after the `exp` shift) only the
+    pixel nearest its peak; with `asymmetry=-1` that pixel's brightness factor is 0,
+    and the image was 0/0 = NaN everywhere."""
+    grid = em.ImageGrid(8, 8, P)
+    model = em.RingImage(
+        grid,
+        0.6,
+        2 * np.hypot(0.4, 0.4) * P,
+        1e-6 * P,
+        x0=0.1 * P,
+        y0=0.1 * P,
+        asymmetry=-1.0,
+        asymmetry_angle=np.pi / 4,
+    )
+    img = _finite_value_and_grad(model)
+    assert np.all(img >= 0)
+    assert_allclose(float(jnp.sum(img)), 0.6, rtol=1e-14)

@@ -183,3 +183,11 @@ def test_neural_field_example():
     # From χ² ~ 1e3 at initialisation to a few in 200 Adam steps.
     assert report["amp"] < 5 and report["cphase"] < 5
     assert corr > 0.3
+
+
+def test_from_prior_takes_a_zero_dimensional_flux():
+    prior = np.asarray(em.GaussianImage(GRID, 0.6, 4 * GRID.psize)())
+    a = em.PixelImage.from_prior(prior, GRID, flux=0.5)
+    for flux in (np.array(0.5), jnp.asarray(0.5), np.float32(0.5)):
+        b = em.PixelImage.from_prior(prior, GRID, flux=flux)
+        np.testing.assert_array_equal(np.asarray(a()), np.asarray(b()))

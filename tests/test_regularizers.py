@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import eqmodels as em
-from tests.helpers import assert_allclose
+from tests.helpers import assert_allclose, run_without_x64
 from tests.reference import regularizers as rr
 
 
@@ -252,3 +252,72 @@ def test_l1_derivative_at_zero_is_zero():
     g = jax.grad(em.L1())(img)
     np.testing.assert_array_equal(np.asarray(g), [[0.0, 1.0], [0.0, -1.0]])
     assert float(em.L1()(img)) == 0.2 + 0.1  # |x| exactly
+
+
+def test_entropies_of_a_float64_image_survive_a_subnormal_prior_pixel():
+    """XLA flushes subnormal numbers to 0: a prior pixel below 2.2e-308 (a narrow
+    Gaussian prior's tails) made `ln(I/P)` infinite and the gradient NaN in
+    float64. The value and gradient now follow the formula evaluated on the host."""
+    prior = np.full((4, 4), 0.01)
+    prior[0, 0] = 1e-310
+    img = np.full((4, 4), 0.01)
+    img[0, 0] = 1e-9
+    log_ratio = np.log(img) - np.log(prior)  # numpy keeps subnormals
+    for reg, ref, ref_grad in (
+        (em.SimpleEntropy(prior), np.sum(img * log_ratio), log_ratio + 1.0),
+        (
+            em.GullSkillingEntropy(prior),
+            np.sum(prior - img + img * log_ratio),
+            log_ratio,
+        ),
+    ):
+        v, g = _vg(reg, img)
+        assert_allclose(v, ref, rtol=1e-12, err=type(reg).__name__)
+        assert_allclose(g, ref_grad, rtol=1e-12, err=type(reg).__name__)
+
+
+def test_flux_residuals_refuse_a_batch_of_images():
+    """`residuals` summed a whole batch silently (`penalty` refused it). In the
+    suite the type checker refuses first; users get eqmodels' own message."""
+    with pytest.raises(TypeError, match="image"):
+        em.Flux(0.6).residuals(jnp.full((3, 4, 4), 0.01))
+    msg = _own_error("em.Flux(0.6).residuals(np.full((3, 4, 4), 0.01))", "ValueError")
+    assert "`image` must be (ny, nx), got (3, 4, 4)" in msg
+    batch = jax.vmap(em.Flux(0.6).residuals)(jnp.full((3, 4, 4), 0.01))
+    assert_allclose(batch, np.full((3, 1), 0.16 - 0.6), rtol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_half_precision_images_are_refused(dtype):
+    """The pixel size (~1e-11 rad) underflows in half precision: TV, the moments
+    and the rest gave NaN."""
+    img = jnp.full(GRID.shape, 0.01, dtype)
+    for reg in (
+        em.TV(GRID, flux=0.6, beam=BEAM, normalise=True),
+        em.Compactness(GRID, flux=0.6),
+        em.Flux(0.6),
+    ):
+        with pytest.raises(TypeError, match="float32 or float64"):
+            reg(img)
+
+
+def test_booleans_are_not_numbers():
+    """`Flux(True)` was a target flux of 1 Jy (the suite's type checker refuses it
+    first; users get eqmodels' own message)."""
+    with pytest.raises(TypeError, match="flux"):
+        em.Flux(True)
+    for arg in ("True", "np.bool_(True)", "np.array(True)"):
+        msg = _own_error(f"em.Flux({arg})", "TypeError")
+        assert msg is not None and "`flux` must be a number" in msg, arg
+
+
+def _own_error(statement: str, exc: str) -> str | None:
+    """The message of `exc` that `statement` raises without the suite's type
+    checker (as users run eqmodels), or `None` if it raises nothing."""
+    code = (
+        "import json, numpy as np, eqmodels as em\n"
+        f"try:\n    {statement}\n"
+        f"except {exc} as e:\n    print(json.dumps(str(e)))\n"
+        "else:\n    print(json.dumps(None))\n"
+    )
+    return run_without_x64(code)

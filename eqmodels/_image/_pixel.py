@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Float, Int, Real
 
-from .._custom_types import ArraySequence
+from .._custom_types import ArraySequence, RealLike
 from .._grid import ImageGrid
 from .._numerics import asarray
 from .._validation import as_real, check_grid, is_concrete, resolve_float_dtype
@@ -145,7 +145,7 @@ class PixelImage(AbstractImageModel, strict=True):
         | ArraySequence
         | AbstractImageModel
         | None = None,
-        flux: float | None = None,
+        flux: RealLike | None = None,
         transform: Literal["log", "identity"] = "log",
         dtype=None,
     ) -> "PixelImage":
@@ -204,6 +204,8 @@ class PixelImage(AbstractImageModel, strict=True):
             )
         image = np.where(mask, image, 0.0)
         if flux is not None:
+            if is_concrete(flux) and np.ndim(flux) == 0 and hasattr(flux, "item"):
+                flux = flux.item()  # a 0-d numpy/JAX array, e.g. `prior.sum()`
             if isinstance(flux, bool) or not (
                 isinstance(flux, numbers.Real) and math.isfinite(flux) and flux > 0
             ):

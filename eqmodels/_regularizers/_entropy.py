@@ -22,17 +22,26 @@ def _log_ratio_terms(image, prior, log_prior):
     """`(ok, I, I ln(I/P))` with `ok = I > 0`; where `I == 0` the last is 0 (the
     limit) with a zero derivative, so masked-out pixels stay finite.
 
-    A float64 image uses `ln(I/P)`. A float32 one uses `ln I − ln P` with `ln P`
-    computed when the regularizer was built (in float64 from the prior as given):
-    a prior's faint tails (a Gaussian's reach 1e-60 at a field's edge) flush to 0
-    in float32, where `ln(I/0)` would make the penalty infinite."""
+    A float64 image uses `ln(I/P)` (eht-imaging's form, to the last digit) where
+    `P` is a normal float64 number, and `ln I − ln P` elsewhere, with `ln P`
+    computed when the regularizer was built (in float64, on the host, from the
+    prior as given): XLA flushes subnormal numbers to 0, so a prior's faintest
+    tails (a narrow Gaussian's, below 2.2e-308) would give `I/0`, an infinite
+    penalty and a NaN gradient. A float32 image uses `ln I − ln P` throughout: a
+    prior's faint tails (a Gaussian's reach 1e-60 at a field's edge) flush to 0 in
+    float32."""
     ok = image > 0
     i_s = jnp.where(ok, image, 1.0)
+    log_p = jnp.where(ok, as_dtype(log_prior, image), 0.0)
     if image.dtype == jnp.float64:
-        p_s = jnp.where(ok, as_dtype(prior, image), 1.0)
-        log_ratio = jnp.log(i_s / p_s)
+        p = as_dtype(prior, image)
+        normal = ok & (p >= np.finfo(np.float64).tiny)
+        ratio = i_s / jnp.where(normal, p, 1.0)
+        log_ratio = jnp.where(
+            normal, jnp.log(jnp.where(normal, ratio, 1.0)), jnp.log(i_s) - log_p
+        )
     else:
-        log_ratio = jnp.log(i_s) - jnp.where(ok, as_dtype(log_prior, image), 0.0)
+        log_ratio = jnp.log(i_s) - log_p
     return ok, i_s, jnp.where(ok, i_s * log_ratio, 0.0)
 
 

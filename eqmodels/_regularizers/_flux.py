@@ -31,8 +31,7 @@ class Flux(AbstractRegularizer, strict=True):
         self.normalise = check_flag("normalise", normalise)
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
-        if image.ndim != 2:
-            raise ValueError(f"Flux: `image` must be (ny, nx), got {image.shape}.")
+        _check_2d(image)
         f = as_dtype(self.flux, image)
         d = jnp.sum(image) - f
         return d * d / (f * f) if self.normalise else d * d
@@ -44,6 +43,15 @@ class Flux(AbstractRegularizer, strict=True):
         **Arguments:** `image`, an `(ny, nx)` array or an image model.
         """
         img = as_image(image)
+        _check_2d(img)
         f = as_dtype(self.flux, img)
         d = (jnp.sum(img) - f).reshape(1)
         return d / f if self.normalise else d
+
+
+def _check_2d(image):
+    if image.ndim != 2:
+        raise ValueError(
+            f"Flux: `image` must be (ny, nx), got {image.shape}; a batch of images "
+            "goes through `jax.vmap`."
+        )

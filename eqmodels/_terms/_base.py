@@ -55,6 +55,12 @@ def as_image(
             "cast it first (`image.astype(float)`); an integer image would turn the "
             "terms' constants into integers."
         )
+    if arr.dtype not in (jnp.float32, jnp.float64):
+        raise TypeError(
+            f"`image` must be float32 or float64, got {arr.dtype}: the pixel size "
+            "(~1e-11 rad) and the terms' constants underflow in half precision. "
+            "Cast it first (`image.astype(jnp.float32)`)."
+        )
     return arr
 
 
