@@ -464,6 +464,16 @@ GRID_5 = em.ImageGrid(8, 8, em.uas_to_rad(5.0))  # same shape, other pixel size
         (lambda: (_AMP + _TV).with_weights([math.inf, 1.0]), ValueError, "`weights`"),
         (lambda: (_AMP + _TV).with_weights([1.0, -0.5]), ValueError, "`weights`"),
         (lambda: (_AMP + _TV).with_weights([True, True]), TypeError, "`weights`"),
+        # Strings were parsed as numbers; a string of names was split into letters.
+        # (the suite's type checker refuses strings first; see
+        # test_regularizers.py::test_own_messages_without_the_type_checker)
+        (lambda: em.Objective([_AMP, _TV], ["1", "2"]), TypeError, "weights"),
+        (lambda: (_AMP + _TV).with_weights(["1", "2"]), TypeError, "weights"),
+        (
+            lambda: em.Objective([_AMP, _TV], names="ab"),
+            TypeError,
+            "`names` must be a sequence of strings.*the string 'ab'",
+        ),
     ],
 )
 def test_bad_weights_are_refused(build, exc, match):

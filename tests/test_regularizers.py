@@ -128,6 +128,13 @@ def test_beam_from_uv():
     assert em.beam_from_uv(u, v) == pytest.approx(1 / np.hypot(1e9, 4e9), rel=1e-15)
     with pytest.raises(ValueError, match="empty"):
         em.beam_from_uv(np.array([]), np.array([]))
+    # inf for autocorrelations only, NaN through, mismatched shapes broadcast:
+    with pytest.raises(ValueError, match="autocorrelations"):
+        em.beam_from_uv(np.zeros(3), np.zeros(3))
+    with pytest.raises(ValueError, match="`u` has 1 non-finite"):
+        em.beam_from_uv(np.array([1e9, np.nan]), np.array([0.0, 1e9]))
+    with pytest.raises(TypeError, match="v"):  # the suite's type checker first
+        em.beam_from_uv(np.array([1e9, 2e9]), np.array([1e9]))
 
 
 @pytest.mark.parametrize(
@@ -309,6 +316,33 @@ def test_booleans_are_not_numbers():
     for arg in ("True", "np.bool_(True)", "np.array(True)"):
         msg = _own_error(f"em.Flux({arg})", "TypeError")
         assert msg is not None and "`flux` must be a number" in msg, arg
+
+
+@pytest.mark.parametrize(
+    "statement,exc,match",
+    [
+        (
+            "em.beam_from_uv(np.array([1e9, 2e9]), np.array([1e9]))",
+            "ValueError",
+            "`u` and `v` differ in shape: (2,) and (1,)",
+        ),
+        (
+            "em.Objective([em.Flux(0.6), em.L1()], ['1', '2'])",
+            "TypeError",
+            "`weights` must be real numbers, got dtype <U1",
+        ),
+        (
+            "(em.Flux(0.6) + em.L1()).with_weights(['1', '2'])",
+            "TypeError",
+            "`weights` must be real numbers, got dtype <U1",
+        ),
+    ],
+)
+def test_own_messages_without_the_type_checker(statement, exc, match):
+    """Arguments the suite's type checker refuses first: eqmodels' own message, as
+    users (who run without it) see it."""
+    msg = _own_error(statement, exc)
+    assert msg is not None and match in msg, msg
 
 
 def _own_error(statement: str, exc: str) -> str | None:

@@ -129,8 +129,16 @@ def beam_from_uv(
 
     **Returns:** `b` in radians.
     """
-    u = np.asarray(u, np.float64)
-    v = np.asarray(v, np.float64)
+    u = as_real("u", u)
+    v = as_real("v", v)
+    if u.shape != v.shape:
+        raise ValueError(f"`u` and `v` differ in shape: {u.shape} and {v.shape}.")
     if u.size == 0:
         raise ValueError("`u` is empty: the beam needs at least one baseline.")
-    return float(1.0 / np.max(np.hypot(u, v)))
+    longest = float(np.max(np.hypot(u, v)))
+    if not longest > 0:
+        raise ValueError(
+            "every baseline has `u` = `v` = 0 (autocorrelations only?): the nominal "
+            "beam `1 / max |(u, v)|` is undefined."
+        )
+    return 1.0 / longest

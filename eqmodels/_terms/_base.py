@@ -158,6 +158,20 @@ def _scalar_weight(weight):
     return w
 
 
+def _real_weights(weights):
+    """`weights` (an array, or a sequence as a numpy array), refused unless its
+    dtype is an integer or floating one (booleans, complex numbers and strings
+    are not weights)."""
+    if is_concrete(weights) and not isinstance(weights, jax.Array):
+        weights = np.asarray(weights)
+    if not (
+        jnp.issubdtype(weights.dtype, jnp.integer)
+        or jnp.issubdtype(weights.dtype, jnp.floating)
+    ):
+        raise TypeError(f"`weights` must be real numbers, got dtype {weights.dtype}.")
+    return weights
+
+
 def check_weights(name: str, weights) -> None:
     """Concrete weights are finite and `>= 0`: a NaN or inf weight makes the
     objective NaN or inf, and a negative one turns a penalty into a reward (the
@@ -506,9 +520,7 @@ class Objective(AbstractTerm, strict=True):
         xp = np if all(is_concrete(w) for w in [weights, *nested]) else jnp
         if weights is None:
             weights = xp.ones(len(terms), wdtype)
-        weights = xp.asarray(weights)
-        if weights.dtype == np.bool_ or np.iscomplexobj(weights):
-            raise TypeError(f"`weights` must be real, got dtype {weights.dtype}.")
+        weights = xp.asarray(_real_weights(weights))
         weights = weights.astype(wdtype)
         if weights.shape != (len(terms),):
             raise ValueError(
@@ -517,6 +529,11 @@ class Objective(AbstractTerm, strict=True):
             )
         check_weights("weights", weights)
         if names is not None:
+            if isinstance(names, str):
+                raise TypeError(
+                    f"`names` must be a sequence of strings, one per term, got the "
+                    f"string {names!r}: write `names=({names!r},)`."
+                )
             names = tuple(names)
             if len(names) != len(terms) or not all(isinstance(n, str) for n in names):
                 raise ValueError(
@@ -558,14 +575,12 @@ class Objective(AbstractTerm, strict=True):
 
         **Returns:** the new `Objective` (terms and shared transforms reused).
         """
-        weights = asarray(weights)
+        weights = asarray(_real_weights(weights))
         if weights.shape != self.weights.shape:
             raise ValueError(
                 f"`weights` has shape {weights.shape}, expected {self.weights.shape} "
                 f"(one per term: {self.names})."
             )
-        if weights.dtype == jnp.bool_ or jnp.iscomplexobj(weights):
-            raise TypeError(f"`weights` must be real, got dtype {weights.dtype}.")
         check_weights("weights", weights)
         return eqx.tree_at(
             lambda o: o.weights, self, weights.astype(self.weights.dtype)
