@@ -41,6 +41,7 @@ def _parser() -> argparse.ArgumentParser:
             "restarts and self-calibration; writes a FITS image."
         ),
     )
+    im.set_defaults(parser=im)
     im.add_argument("uvfits", nargs="+", help="uvfits files (one day's bands)")
     im.add_argument("-o", "--output", required=True, help="output FITS image")
     im.add_argument("--npix", type=int, default=64, help="pixels per side (64)")
@@ -88,13 +89,19 @@ def _check_paths(ap: argparse.ArgumentParser, args) -> None:
         if path is None:
             continue
         out = pathlib.Path(path)
+        if not path:
+            ap.error(f"{option} is empty: give a file name.")
         if out.is_dir():
             ap.error(f"{option} {path!r} is a folder: give a file name.")
-        if not out.resolve().parent.is_dir():
+        # The folder as the system will open it: `resolve()` would collapse
+        # `missing/..` on paper, but opening the file goes through `missing`.
+        if not out.parent.is_dir():
             ap.error(
                 f"{option} {path!r}: the folder {str(out.parent)!r} does not exist."
             )
     inputs = {pathlib.Path(p).resolve() for p in args.uvfits}
+    if len(inputs) < len(args.uvfits):
+        ap.error("a uvfits file is given twice: give each band once.")
     for option, path in (("-o/--output", args.output), ("--png", args.png)):
         if path is not None and pathlib.Path(path).resolve() in inputs:
             ap.error(f"{option} {path!r} is one of the input files: give another name.")
@@ -123,7 +130,7 @@ def _check_paths(ap: argparse.ArgumentParser, args) -> None:
     ):
         if value is not None and value < low:
             ap.error(f"{option} must be >= {low}, got {value}.")
-    if not args.fov >= 80.0:  # the recipe's prior (`image_m87` checks it too)
+    if not (math.isfinite(args.fov) and args.fov >= 80.0):  # the recipe's prior
         ap.error(
             f"--fov must be at least 80 µas (the prior's offset copy sits 40 µas "
             f"from the centre), got {args.fov}."
@@ -137,19 +144,20 @@ def _show_warning(message, category, *args, **kwargs) -> None:
 
 
 def _plot_formats() -> tuple[str, ...]:
-    """The file suffixes matplotlib saves to (`png`, `pdf`, `svg`, ...); none
-    without matplotlib (then `--png` is refused for that reason first)."""
+    """The file suffixes matplotlib saves to (`png`, `pdf`, `svg`, ...) without
+    anything beyond matplotlib (`pgf` needs a LaTeX installation); none without
+    matplotlib (then `--png` is refused for that reason first)."""
     try:
         from matplotlib.backend_bases import FigureCanvasBase
     except ImportError:
         return ()
-    return tuple(sorted(FigureCanvasBase.get_supported_filetypes()))
+    return tuple(sorted(set(FigureCanvasBase.get_supported_filetypes()) - {"pgf"}))
 
 
 def main(argv=None) -> int:
     ap = _parser()
     args = ap.parse_args(argv)
-    _check_paths(ap, args)
+    _check_paths(args.parser, args)  # errors as `eqmodels image: error: ...`
     t0 = time.perf_counter()
     try:
         return _image(args, t0)
@@ -197,7 +205,15 @@ def _image(args, t0) -> int:
     )
     log(f"wrote {args.output}")
     if args.png:
-        plot_image(image, grid, args.png, title=f"{data.source} MJD {data.mjd}")
+        try:
+            plot_image(image, grid, args.png, title=f"{data.source} MJD {data.mjd}")
+        except Exception as e:  # noqa: BLE001 - the image is written: say so
+            print(
+                f"eqmodels image: error: --png {args.png!r} could not be written "
+                f"({type(e).__name__}: {e}); the image {args.output!r} was.",
+                file=sys.stderr,
+            )
+            return 2
         log(f"wrote {args.png}")
     log(f"total wall time {time.perf_counter() - t0:.1f} s")
     return 0

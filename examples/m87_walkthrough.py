@@ -107,8 +107,14 @@ def main(argv=None):
     ap.add_argument("--figures", help="save the figures (PNG) in this folder")
     ap.add_argument("-o", "--output", default=str(OUTPUT), help="the FITS image")
     args = ap.parse_args(argv)
+    if args.iterations is not None and args.iterations < 1:
+        ap.error(f"--iterations must be >= 1, got {args.iterations}.")
+    if args.restarts is not None and args.restarts < 0:
+        ap.error(f"--restarts must be >= 0, got {args.restarts}.")
     paths = args.uvfits or [str(SHIPPED)]
-    iterations = args.iterations or (30 if args.fast else 100)
+    iterations = args.iterations if args.iterations is not None else (
+        30 if args.fast else 100
+    )
     restarts = args.restarts if args.restarts is not None else (1 if args.fast else 3)
     figures = Figures(args.figures)
     t_start = time.perf_counter()
@@ -120,10 +126,20 @@ def main(argv=None):
     # then solves each band on its own). Absent stations are dropped and the
     # others ordered by SNR.
     bands = [em.load_uvfits(p).scan_average() for p in paths]
+    bands.sort(key=lambda d: min(d.band_freqs))  # the low band first, as given or not
     data = bands[0] if len(bands) == 1 else em.concatenate(bands)
     data = data.replace(time=np.asarray(data.time) + 1e-5 * np.asarray(data.band))
     data = order_stations(data)
     print(data.summary())
+    if not {"AA", "AP"} <= set(data.station_names):
+        # This script spells out the 2017 pipeline with 2017's station codes (its
+        # noise budget and self-calibrated sites too); `eqmodels image` (that is,
+        # `em.image_m87`) also maps the 2018 files' codes (APEX is AX there).
+        ap.error(
+            f"this walkthrough needs ALMA (AA) and APEX (AP) as the 2017 files name "
+            f"them; the data have {list(data.station_names)}. For other files use "
+            "`python -m eqmodels image` (em.image_m87)."
+        )
 
     # 2. Compact flux: the intra-site baselines (< 0.1 Gλ) scaled to 0.6 Jy by
     # the median ALMA–APEX amplitude.
@@ -276,7 +292,7 @@ def main(argv=None):
     final = np.asarray(em.blur_image(image, grid, taper))
     pathlib.Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     em.save_fits(
-        final, grid, args.output, ra=data0.ra, dec=data0.dec, freq=data0.freq,
+        final, grid, args.output, ra=data0.ra, dec=data0.dec, freq=data0.band_freqs[0],
         mjd=data0.mjd, source=data0.source, overwrite=True,
     )  # fmt: skip
     score = em.closure_score(final, paths, grid=grid)

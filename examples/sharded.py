@@ -47,7 +47,10 @@ def main(argv=None):
     t_start = time.perf_counter()
 
     data = em.load_uvfits(args.uvfits).scan_average()
-    data = em.rescale_zero_baseline(data, 0.6, baseline=("AA", "AP"))
+    # The compact flux measured on ALMA–APEX as the pipeline does; on every
+    # intra-site baseline where APEX has another code (2018's files: AX).
+    apex = ("AA", "AP") if {"AA", "AP"} <= set(data.station_names) else None
+    data = em.rescale_zero_baseline(data, 0.6, baseline=apex)
     data = em.add_fractional_noise(data, 0.02)
     grid = em.ImageGrid.from_fov(64, 128.0)
     prior = np.asarray(em.GaussianImage(grid, 0.6, em.uas_to_rad(40.0))())

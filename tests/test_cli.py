@@ -6,6 +6,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -157,6 +158,14 @@ def test_two_bands_self_calibrate_per_band(shared_data):
             "--cache and --no-cache",
         ),
         (["{data}", "-o", "{tmp}/a.fits", "--cache", "{data}"], "is a file"),
+        # Found only after the imaging before: a folder that the path goes through
+        # but that does not exist, LaTeX's plot format, an infinite field, an
+        # empty name, a band given twice.
+        (["{data}", "-o", "{tmp}/no/../a.fits"], "-o/--output .* does not exist"),
+        (["{data}", "-o", "{tmp}/a.fits", "--png", "{tmp}/a.pgf"], "image format"),
+        (["{data}", "-o", "{tmp}/a.fits", "--fov", "inf"], "--fov must be at least"),
+        (["{data}", "-o", ""], "-o/--output is empty"),
+        (["{data}", "{data}", "-o", "{tmp}/a.fits"], "given twice"),
     ],
 )
 def test_cli_refuses_bad_arguments_before_imaging(tmp_path, capsys, args, message):
@@ -167,7 +176,9 @@ def test_cli_refuses_bad_arguments_before_imaging(tmp_path, capsys, args, messag
     with pytest.raises(SystemExit) as exit_:
         main(argv)
     assert exit_.value.code == 2
-    assert re.search(message, capsys.readouterr().err)
+    err = capsys.readouterr().err
+    assert re.search(message, err)
+    assert "eqmodels image: error:" in err and "usage: eqmodels image" in err
 
 
 def test_cli_reports_unreadable_data_without_a_traceback(tmp_path, capsys):
@@ -227,6 +238,10 @@ def test_recipe_warns_about_other_sources_and_days():
     kw = dict(fast=True, iterations=1, restarts=0)
     with pytest.warns(UserWarning, match="source is 'SGRA'.*--zbl"):
         em.image_m87(data.replace(source="SGRA"), **kw)
+    # A compact flux given, even M87's value, is not warned about.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*source is")
+        em.image_m87(data.replace(source="SGRA"), zbl=0.6, **kw)
     with pytest.warns(UserWarning, match="from 2 days"):
         em.image_m87([data, data.replace(mjd=data.mjd + 1)], **kw)
     with pytest.raises(ValueError, match="`fov` must be at least 80"):
@@ -234,3 +249,37 @@ def test_recipe_warns_about_other_sources_and_days():
     # Without ALMA-APEX and SMA-JCMT there is no zero baseline to set the flux by.
     with pytest.raises(ValueError, match="no intra-site baseline"):
         em.image_m87(data.flag_stations(["AP", "JC"]), **kw)
+
+
+def test_recipe_bands_in_any_order(shared_data):
+    """The lowest band is band 0 whatever the order of the files (the pipeline
+    shifts the other bands' times): hi then lo gave another image, and the FITS
+    file another frequency."""
+    from eqmodels._recipe import _m87 as R
+
+    day = shared_data / "eht" / "m87_2017"
+    lo, hi = (
+        day / f"SR1_M87_2017_101_{b}_hops_netcal_StokesI.uvfits" for b in ("lo", "hi")
+    )
+    a, b = R.load_bands([lo, hi]), R.load_bands([hi, lo])
+    assert a.band_freqs == b.band_freqs and a.band_freqs[0] < a.band_freqs[1]
+    for name in ("time", "u", "v", "vis", "sigma", "band"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+def test_cli_plot_failure_is_one_error_line(tmp_path, capsys, monkeypatch):
+    """A plot that fails after the imaging (a matplotlib backend error, say) is one
+    error line naming --png and the image that was written, not a traceback."""
+    import eqmodels._cli as cli
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no backend")
+
+    monkeypatch.setattr(cli, "plot_image", broken)
+    out, png = tmp_path / "a.fits", tmp_path / "a.png"
+    argv = ["image", str(DAY_100), "-o", str(out), "--png", str(png)]
+    argv += ["--fast", "--iterations", "1", "--restarts", "0", "--no-cache"]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--png" in err and "RuntimeError: no backend" in err and str(out) in err
+    assert "Traceback" not in err and out.is_file()

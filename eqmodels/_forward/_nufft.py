@@ -131,10 +131,11 @@ class NUFFT(AbstractForwardModel, strict=True):
     as by the dense models, with an [`eqmodels.AliasingWarning`][].
 
     **Derivatives.** With the jax-finufft backend: reverse mode of first order
-    (`jax.grad`, `jax.vjp`, `jax.jacrev`); forward mode (`jax.jvp`, `jax.jacfwd`,
-    `jax.hessian`) and a gradient of a gradient raise an error that says so —
-    use [`eqmodels.SeparableFT`][] or [`eqmodels.DirectFT`][] (the same numbers)
-    there. The points are data: a model built from traced `u`, `v` has zero
+    (`jax.grad`, `jax.vjp`, `jax.jacrev`); `jax.hessian` and a gradient of a
+    gradient raise an error that says so, and plain forward mode (`jax.jvp`,
+    `jax.jacfwd`) JAX's own "can't apply forward-mode autodiff (jvp) to a
+    custom_vjp function" — use [`eqmodels.SeparableFT`][] or
+    [`eqmodels.DirectFT`][] (the same numbers) there. The points are data: a model built from traced `u`, `v` has zero
     derivatives with respect to them.
     """
 

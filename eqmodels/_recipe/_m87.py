@@ -129,12 +129,16 @@ def _as_data(x) -> VisData:
 
 
 def load_bands(paths_or_data) -> VisData:
-    """Each data set scan-averaged, then joined (one band per frequency)."""
+    """Each data set scan-averaged, then joined (one band per frequency), in order
+    of day and frequency whatever the order given: the lowest band is band 0 (the
+    pipeline shifts the others' times), so the image does not depend on the order
+    of the files."""
     if isinstance(paths_or_data, VisData | str | os.PathLike):
         paths_or_data = [paths_or_data]
     parts = [_as_data(x).scan_average() for x in paths_or_data]
     if not parts:
         raise ValueError("give at least one uvfits file or VisData.")
+    parts.sort(key=lambda p: (p.mjd, min(p.band_freqs)))
     days = sorted({p.mjd for p in parts})
     if len(days) > 1:
         warnings.warn(
@@ -301,7 +305,7 @@ def image_m87(
     restarts: int | None = None,
     stop: float = 1e-4,
     fast: bool = False,
-    zbl: float = ZBL,
+    zbl: float | None = None,
     forward: str = "separable",
     log=None,
 ):
@@ -317,7 +321,8 @@ def image_m87(
       with `fast`).
     - `stop`: scipy-style `ftol` and `gtol` of every run (1e-4).
     - `fast`: fewer iterations and restarts (for CI and demos).
-    - `zbl`: the compact flux (Jy).
+    - `zbl`: the compact flux (Jy; `None`: M87's 0.6, with a warning when the data's
+      source is another).
     - `forward`: the forward model of the data terms.
     - `log`: a callable taking one line of progress (e.g. `print`), or `None`.
 
@@ -358,8 +363,10 @@ def image_m87(
             f"({PRIOR_FWHM_UAS:g} µas) from the centre in both axes."
         )
     grid = ImageGrid.from_fov(int(npix), float(fov))
+    zbl_given = zbl is not None
+    zbl = ZBL if zbl is None else zbl
     data0 = prepare_data(paths_or_data, zbl=zbl)  # eht-imaging's obs_sc_init
-    _check_recipe_applies(data0, zbl_given=zbl != ZBL)
+    _check_recipe_applies(data0, zbl_given=zbl_given)
     say(f"data: {data0.n_rows} scan-averaged rows, stations {data0.station_names}")
     say(table_header())
     res = beam_from_uv(data0.u, data0.v)  # nominal resolution (1/longest baseline)

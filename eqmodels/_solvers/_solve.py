@@ -47,7 +47,8 @@ class Solution(eqx.Module, strict=True):
     - `report`: `{name: value}` of each term at `model` (`objective.report`), or an
       empty dict when the objective has no `report`.
     - `steps`: iterations taken.
-    - `result`: an index into `eqmodels.solvers.REASONS` — `max_steps`, `gtol`
+    - `result`: why the solve stopped, an index into `("max_steps", "gtol", "ftol",
+      "nonfinite", "linesearch")` (`reason` gives the text) — `max_steps`, `gtol`
       (gradient below tolerance), `ftol` (relative decrease below tolerance),
       `nonfinite` (the objective or its gradient is NaN/inf) or `linesearch` (no
       decrease found along the search direction within the line-search budget:
