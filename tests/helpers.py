@@ -104,3 +104,17 @@ def run_without_x64(code: str, *args: str) -> dict:
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def own_error(statement: str, exc: str, setup: str = "") -> str | None:
+    """The message of `exc` that `statement` raises without the suite's runtime
+    type checker (as users run eqmodels, which then checks for itself), or `None`
+    if it raises nothing. `setup` runs first (imports: numpy as np, eqmodels as em)."""
+    code = (
+        "import json, numpy as np, eqmodels as em\n"
+        f"{setup}\n"
+        f"try:\n    {statement}\n"
+        f"except {exc} as e:\n    print(json.dumps(str(e)))\n"
+        "else:\n    print(json.dumps(None))\n"
+    )
+    return run_without_x64(code)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import eqmodels as em
-from tests.helpers import assert_allclose, run_without_x64
+from tests.helpers import assert_allclose, own_error
 from tests.reference import regularizers as rr
 
 
@@ -288,7 +288,7 @@ def test_flux_residuals_refuse_a_batch_of_images():
     suite the type checker refuses first; users get eqmodels' own message."""
     with pytest.raises(TypeError, match="image"):
         em.Flux(0.6).residuals(jnp.full((3, 4, 4), 0.01))
-    msg = _own_error("em.Flux(0.6).residuals(np.full((3, 4, 4), 0.01))", "ValueError")
+    msg = own_error("em.Flux(0.6).residuals(np.full((3, 4, 4), 0.01))", "ValueError")
     assert "`image` must be (ny, nx), got (3, 4, 4)" in msg
     batch = jax.vmap(em.Flux(0.6).residuals)(jnp.full((3, 4, 4), 0.01))
     assert_allclose(batch, np.full((3, 1), 0.16 - 0.6), rtol=1e-14)
@@ -314,7 +314,7 @@ def test_booleans_are_not_numbers():
     with pytest.raises(TypeError, match="flux"):
         em.Flux(True)
     for arg in ("True", "np.bool_(True)", "np.array(True)"):
-        msg = _own_error(f"em.Flux({arg})", "TypeError")
+        msg = own_error(f"em.Flux({arg})", "TypeError")
         assert msg is not None and "`flux` must be a number" in msg, arg
 
 
@@ -341,17 +341,5 @@ def test_booleans_are_not_numbers():
 def test_own_messages_without_the_type_checker(statement, exc, match):
     """Arguments the suite's type checker refuses first: eqmodels' own message, as
     users (who run without it) see it."""
-    msg = _own_error(statement, exc)
+    msg = own_error(statement, exc)
     assert msg is not None and match in msg, msg
-
-
-def _own_error(statement: str, exc: str) -> str | None:
-    """The message of `exc` that `statement` raises without the suite's type
-    checker (as users run eqmodels), or `None` if it raises nothing."""
-    code = (
-        "import json, numpy as np, eqmodels as em\n"
-        f"try:\n    {statement}\n"
-        f"except {exc} as e:\n    print(json.dumps(str(e)))\n"
-        "else:\n    print(json.dumps(None))\n"
-    )
-    return run_without_x64(code)

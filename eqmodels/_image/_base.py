@@ -3,6 +3,7 @@
 import abc
 
 import equinox as eqx
+import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from .._grid import ImageGrid, same_grid
@@ -35,4 +36,11 @@ def evaluated_on(image, grid: ImageGrid | None, name: str, fix: str):
         raise ValueError(
             f"`{name}` is a {type(image).__name__} on {image.grid!r} but {fix}"
         )
-    return image()
+    out = image()
+    if tuple(jnp.shape(out)) != tuple(image.grid.shape):
+        raise ValueError(
+            f"{type(image).__name__}() returned an image of shape "
+            f"{tuple(jnp.shape(out))}, but its grid is {tuple(image.grid.shape)} "
+            "(ny, nx): an image model returns one value per pixel of its grid."
+        )
+    return out

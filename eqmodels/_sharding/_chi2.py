@@ -15,28 +15,12 @@ from .._terms._base import (
     AbstractDataTerm,
     AbstractTerm,
     as_image,
+    check_rows_declared,
     ImageLike,
     n_rows_leaf,
 )
 from .._terms._common import index_key_leaf
 from ._mesh import check_mesh, forward_prefixes, padded_length, place, split_specs
-
-
-def _check_rows_declared(term: AbstractDataTerm) -> None:
-    """Every array field whose leading axis has the row count must be declared in
-    `row_fields` (or be the forward model / `n_rows`)."""
-    n = term.rows
-    declared = set(term.row_fields) | {"forward", "n_rows"}
-    for name in getattr(type(term), "__dataclass_fields__", {}):
-        if name in declared:
-            continue
-        x = getattr(term, name, None)
-        if eqx.is_array(x) and x.ndim >= 1 and x.shape[0] == n:
-            raise TypeError(
-                f"{type(term).__name__}.{name} has one entry per row but is not listed "
-                f"in `{type(term).__name__}.row_fields` {tuple(term.row_fields)}: "
-                "declare every per-row leaf there so its rows can be padded and split."
-            )
 
 
 class ShardedChi2(AbstractDataTerm, strict=True):
@@ -107,7 +91,7 @@ class ShardedChi2(AbstractDataTerm, strict=True):
                 f"`term`'s forward model ({type(term.forward).__name__}) does not "
                 "declare `point_fields`, so its points cannot be split over devices."
             )
-        _check_rows_declared(term)
+        check_rows_declared(term)
         mesh, axis_name, size = check_mesh(mesh, axis_name)
         n = term.rows
         if n < size:

@@ -9,7 +9,14 @@ each shared transform for all data terms).
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-from .._terms._base import AbstractDataTerm, Objective
+from .._regularizers._base import AbstractRegularizer
+from .._terms._base import (
+    AbstractDataTerm,
+    as_image,
+    check_real_residuals,
+    Objective,
+    term_grid,
+)
 
 
 def objective_residuals(objective, image) -> Float[Array, " m"]:
@@ -42,4 +49,10 @@ def objective_residuals(objective, image) -> Float[Array, " m"]:
             f"{type(objective).__name__} has no `residuals`: Gauss-Newton / "
             "Levenberg-Marquardt need a sum of squares."
         )
-    return jnp.ravel(objective.residuals(image))
+    if isinstance(objective, AbstractRegularizer):
+        # A regularizer's `residuals` gets an image array, as inside an objective
+        # (a user's object of another kind gets the model, as it is given).
+        image = as_image(image, term_grid(objective))
+    r = objective.residuals(image)
+    check_real_residuals(r, None, objective)
+    return jnp.ravel(r)

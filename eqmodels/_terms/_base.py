@@ -223,8 +223,11 @@ class AbstractDataTerm(AbstractTerm, strict=True):
 
     `term(image)` and `term.residuals(image)` evaluate the forward model once and
     hand over. An objective calls `chi2_from_vis` / `residuals_from_vis` directly:
-    override those, not `__call__` (a class that does override `__call__` is still
-    evaluated correctly, but through its own forward model, unshared).
+    override those, not `__call__` (a class that does override `__call__`,
+    `model_vis` or `residuals` is still evaluated correctly, but through its own
+    forward model, unshared). Read nothing from `self.forward` in `chi2_from_vis` /
+    `residuals_from_vis`: a member of a sharing objective holds `forward=None`;
+    keep per-row quantities derived from the points in `row_fields` leaves.
     """
 
     forward: eqx.AbstractVar[AbstractForwardModel | None]
@@ -303,6 +306,7 @@ class AbstractDataTerm(AbstractTerm, strict=True):
         names = tuple(self.row_fields)
         if "weight" not in names:  # pragma: no cover - a class declaration error
             raise TypeError(f"{type(self).__name__}.row_fields must list 'weight'.")
+        check_rows_declared(self)
         new = [take_rows(getattr(self, name), idx) for name in names]
         where = lambda t: tuple(getattr(t, n) for n in names)  # noqa: E731
         out = eqx.tree_at(where, self, tuple(new))
@@ -347,9 +351,14 @@ class AbstractDataTerm(AbstractTerm, strict=True):
     def _sharing(self) -> tuple[AbstractForwardModel | None, object]:
         """The forward model an objective may share for this term, and how the
         shared model is to be wrapped (`None`: plainly; `(mesh, axis_name)`: split
-        over a mesh). A class that overrides `__call__` is evaluated through it and
-        shares nothing."""
-        if type(self).__call__ is not AbstractDataTerm.__call__:
+        over a mesh). A class that overrides `__call__`, `model_vis` or `residuals`
+        is evaluated through them and shares nothing (a shared transform hands
+        `chi2_from_vis`/`residuals_from_vis` the model's visibilities directly)."""
+        cls = type(self)
+        if any(
+            getattr(cls, name) is not getattr(AbstractDataTerm, name)
+            for name in ("__call__", "model_vis", "residuals")
+        ):
             return None, None
         return self.forward, None
 
@@ -357,6 +366,36 @@ class AbstractDataTerm(AbstractTerm, strict=True):
         """The term without its own forward model (a member of a sharing
         objective)."""
         return eqx.tree_at(lambda t: t.forward, self, None, is_leaf=lambda x: x is None)
+
+
+def check_rows_declared(term: AbstractDataTerm) -> None:
+    """Every array field whose leading axis has the row count must be declared in
+    `row_fields` (or be the forward model / `n_rows`): an undeclared one would keep
+    its rows while the others are gathered, padded or split."""
+    n = term.rows
+    declared = set(term.row_fields) | {"forward", "n_rows"}
+    for name in getattr(type(term), "__dataclass_fields__", {}):
+        if name in declared:
+            continue
+        x = getattr(term, name, None)
+        if eqx.is_array(x) and x.ndim >= 1 and x.shape[0] == n:
+            raise TypeError(
+                f"{type(term).__name__}.{name} has one entry per row but is not listed "
+                f"in `{type(term).__name__}.row_fields` {tuple(term.row_fields)}: "
+                "declare every per-row leaf there so its rows can be gathered, padded "
+                "and split."
+            )
+
+
+def check_real_residuals(r, name: str | None, term) -> None:
+    """Residuals are real floats (a least-squares solver squares them): a complex
+    vector (e.g. `V − V̂` returned as is) is refused, naming the term."""
+    if not jnp.issubdtype(jnp.result_type(r), jnp.floating):
+        who = f"term {name!r} ({type(term).__name__})" if name else type(term).__name__
+        raise TypeError(
+            f"{who} returned residuals of dtype {jnp.result_type(r)}: residuals must "
+            "be real (stack the real and imaginary parts of complex ones)."
+        )
 
 
 def n_rows_leaf(n: int | np.integer | Int[Array, ""]) -> Int[Array, ""]:
@@ -601,10 +640,20 @@ class Objective(AbstractTerm, strict=True):
         """
         img = as_image(image, objective_grid(self))
         served = self._served_vis(img)
-        return tuple(
+        values = tuple(
             t.chi2_from_vis(served[i]) if i in served else t(img)
             for i, t in enumerate(self.terms)
         )
+        for name, t, v in zip(self.names, self.terms, values):
+            if jnp.shape(v) != () or not jnp.issubdtype(
+                jnp.result_type(v), jnp.floating
+            ):
+                raise TypeError(
+                    f"term {name!r} ({type(t).__name__}) returned "
+                    f"{jnp.result_type(v)}{list(jnp.shape(v))}, not a real scalar: a "
+                    "term's value (χ² or penalty) must be one real number (sum it)."
+                )
+        return values
 
     def residuals(self, image: ImageLike) -> Float[Array, " m"]:
         """One real residual vector for the whole objective: the terms' residuals
@@ -637,6 +686,7 @@ class Objective(AbstractTerm, strict=True):
                 r = t.residuals_from_vis(served[i])
             else:
                 r = t.residuals(img)
+            check_real_residuals(r, self.names[i], t)
             out.append(jnp.sqrt(self.weights[i]).astype(r.dtype) * r.reshape(-1))
         return jnp.concatenate(out)
 

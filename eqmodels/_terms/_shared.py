@@ -129,8 +129,13 @@ def merge(
         us.append(host_array(fwd.u).astype(np.float64).reshape(-1))
         vs.append(host_array(fwd.v).astype(np.float64).reshape(-1))
     u, v = np.concatenate(us), np.concatenate(vs)
-    flip = (u < 0) | ((u == 0) & (v < 0))
-    canon = np.stack([np.where(flip, -u, u), np.where(flip, -v, v)], axis=1)
+    proto = sources[0][0]
+    if _point_fields_follow_uv(proto):
+        flip = (u < 0) | ((u == 0) & (v < 0))
+        canon = np.stack([np.where(flip, -u, u), np.where(flip, -v, v)], axis=1)
+    else:
+        flip = np.zeros(u.shape, bool)
+        canon = _point_bytes([fwd for fwd, *_ in sources], u, v)
     _, first, inverse = np.unique(canon, axis=0, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
     if len(sources) == 1 and first.size == u.size and wrapping is None:
@@ -143,7 +148,6 @@ def merge(
     owner = np.searchsorted(offsets, first, side="right") - 1
     row = first - offsets[owner]
     parts = [np.flatnonzero(owner == s) for s in range(len(sources))]
-    proto = sources[0][0]
     names = _point_names(proto)
     on_host = wrapping is not None or all(
         d.platform == "cpu"
@@ -185,6 +189,25 @@ def merge(
         forward = ShardedForward(forward, mesh, axis_name)
         index, conj = replicate((index, conj), mesh)
     return SharedForward(forward, index, conj, tuple(members[k] for k in order))
+
+
+def _point_fields_follow_uv(forward: AbstractForwardModel) -> bool:
+    """Whether `forward`'s per-point leaves are functions of `(u, v)` alone, with
+    `V(−u, −v) = conj V(u, v)` (a real image): true of eqmodels' own models, whose
+    extra point fields are matrices built from `u`, `v`. A user's model may hold
+    per-point data of its own (a per-point gain, say): its points are merged only
+    where every point leaf is equal, in the same orientation."""
+    return type(forward).__module__.startswith("eqmodels.")
+
+
+def _point_bytes(forwards, u, v) -> np.ndarray:
+    """One row of bytes per point: `u`, `v` and every other point leaf's row."""
+    cols = [np.stack([u, v], axis=1).view(np.uint8)]
+    for name in forwards[0].point_fields or ():
+        rows = [host_array(getattr(f, name)) for f in forwards]
+        rows = np.concatenate([r.reshape(r.shape[0], -1) for r in rows])
+        cols.append(np.ascontiguousarray(rows).view(np.uint8).reshape(u.size, -1))
+    return np.concatenate(cols, axis=1)
 
 
 def raw_source(forward: AbstractForwardModel, member: int):

@@ -141,5 +141,28 @@ def pad_and_stack(items: Sequence[_T]) -> _T:
             "model kinds, options or dtypes): only data sets imaged the same way can "
             "be stacked."
         )
+    differ = _static_difference(statics)
+    if differ is not None:
+        path, a, b = differ
+        raise ValueError(
+            f"the items differ in a non-array field, `{path}`: {a!r} and {b!r}. A "
+            "stack keeps one value of such fields: hold that field as an array leaf "
+            "(`jnp.asarray`) to stack items that differ in it."
+        )
     stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *arrays)
     return eqx.combine(stacked, statics[0])
+
+
+def _static_difference(statics):
+    """`(path, first value, other value)` of the first non-array leaf in which the
+    items differ, or `None` (the items' tree structures are equal)."""
+    first = jax.tree_util.tree_flatten_with_path(statics[0])[0]
+    for other in statics[1:]:
+        for (path, a), b in zip(first, jax.tree_util.tree_leaves(other)):
+            try:
+                same = bool(a is b or a == b)
+            except Exception:  # noqa: BLE001 - objects without a boolean `==`
+                same = False
+            if not same:
+                return jax.tree_util.keystr(path), a, b
+    return None

@@ -1,0 +1,217 @@
+"""Users' subclasses under the package's machinery (sharing, stacking, row
+gathers, least squares): what a subclass may override or hold, and the errors for
+what it may not. Each test failed before its fix (silently wrong values or
+unrelated errors)."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import eqmodels as em
+from tests.helpers import assert_allclose, own_error
+
+
+GRID = em.ImageGrid(8, 8, em.uas_to_rad(5.0))
+_rng = np.random.default_rng(0)
+U, V = _rng.uniform(-0.3 / GRID.psize, 0.3 / GRID.psize, (2, 10))
+IMG = jnp.asarray(_rng.uniform(0.1, 1, GRID.shape))
+ONES = np.ones(10)
+
+
+class PowerChi2(em.AbstractDataTerm, strict=True):
+    """docs/extending.md's data term: χ² = (1/N) Σ w (|V̂|² − P)²."""
+
+    forward: em.AbstractForwardModel | None
+    power: jax.Array
+    weight: jax.Array
+    n_rows: jax.Array
+    report_name = "power"
+    row_fields = ("power", "weight")
+
+    def __init__(self, forward, power, sigma):
+        self.forward = forward
+        self.power = jnp.asarray(power)
+        self.weight = jnp.asarray(1.0 / np.asarray(sigma) ** 2)
+        self.n_rows = em.n_rows_leaf(np.shape(power)[0])
+
+    def residuals_from_vis(self, vis):
+        return jnp.sqrt(self.weight / self.n_rows) * (jnp.abs(vis) ** 2 - self.power)
+
+    def chi2_from_vis(self, vis):
+        r = self.residuals_from_vis(vis)
+        return jnp.sum(r * r)
+
+
+class GainDFT(em.AbstractForwardModel, strict=True):
+    """A user's dense transform with a per-point gain among its point fields:
+    points with equal (u, v) but different gains are different points."""
+
+    grid: em.ImageGrid
+    u: jax.Array
+    v: jax.Array
+    pulse: em.AbstractPulse
+    a_re: jax.Array
+    a_im: jax.Array
+    gain: jax.Array
+    point_fields = ("a_re", "a_im", "gain")
+
+    def __init__(self, grid, u, v, gain):
+        self.grid, self.pulse = grid, em.DeltaPulse()
+        self.u, self.v = jnp.asarray(u), jnp.asarray(v)
+        xx, yy = grid.coords()
+        ph = 2 * np.pi * (np.outer(u, xx.ravel()) + np.outer(v, yy.ravel()))
+        self.a_re, self.a_im = jnp.asarray(np.cos(ph)), jnp.asarray(np.sin(ph))
+        self.gain = jnp.full(np.shape(u), float(gain))
+
+    def __call__(self, image):
+        x = image.ravel()
+        return self.gain * (self.a_re @ x + 1j * (self.a_im @ x))
+
+    def at(self, u, v):
+        return GainDFT(self.grid, u, v, 1.0)
+
+
+def test_points_with_different_point_data_are_not_merged():
+    """Sharing merged points by (u, v) alone and kept the first one's gain: both
+    terms got the first term's χ²."""
+    t1 = em.AmpChi2(GainDFT(GRID, U, V, 1.0), ONES, ONES)
+    t2 = em.AmpChi2(GainDFT(GRID, U, V, 2.0), ONES, ONES)
+    obj = t1 + t2
+    assert len(obj.shared) == 1  # still one transform, at 20 distinct points
+    assert_allclose(obj.values(IMG), (t1(IMG), t2(IMG)), rtol=1e-13)
+    # Equal point data are still merged: the same term twice costs one transform.
+    twice = t1 + em.AmpChi2(GainDFT(GRID, U, V, 1.0), 2 * ONES, ONES)
+    assert twice.shared[0].forward.u.shape == (10,)
+
+
+class ScaledVis(PowerChi2):
+    def model_vis(self, image):
+        return 1.2 * super().model_vis(image)
+
+
+class ComplexResiduals(PowerChi2):
+    def residuals_from_vis(self, vis):
+        return jnp.sqrt(self.weight / self.n_rows) * (vis - 1)
+
+
+def test_overridden_model_vis_or_residuals_is_not_bypassed_by_sharing():
+    """A shared transform hands `chi2_from_vis` the plain visibilities: a class
+    that overrides `model_vis` (or `residuals`) got its override skipped inside an
+    objective (690.25 alone, 326.98 inside)."""
+    fwd = em.DirectFT(GRID, U, V)
+    scaled, amp = ScaledVis(fwd, ONES, ONES), em.AmpChi2(fwd, ONES, ONES)
+    obj = scaled + amp
+    assert_allclose(obj.values(IMG), (scaled(IMG), amp(IMG)), rtol=1e-13)
+    r = obj.residuals(IMG)
+    assert_allclose(jnp.sum(r * r), scaled(IMG) + amp(IMG), rtol=1e-12)
+
+
+class ScaledL2(em.AbstractRegularizer, strict=True):
+    scale: float
+
+    def penalty(self, image):
+        return self.scale * jnp.sum(image**2)
+
+
+def test_stacking_refuses_items_differing_in_a_non_array_field():
+    """`pad_and_stack` kept the first item's non-array fields for all (both
+    objectives gave the first's value)."""
+    amp = em.AmpChi2(em.DirectFT(GRID, U, V), ONES, ONES)
+    with pytest.raises(ValueError, match=r"non-array field, `.terms\[1\].scale`"):
+        em.pad_and_stack([amp + ScaledL2(1.0), amp + ScaledL2(5.0)])
+    stacked = em.pad_and_stack([amp + ScaledL2(2.0), 3.0 * amp + ScaledL2(2.0)])
+    values = eqx.filter_vmap(lambda o: o(IMG))(stacked)
+    want = [(amp + ScaledL2(2.0))(IMG), (3.0 * amp + ScaledL2(2.0))(IMG)]
+    assert_allclose(values, want, rtol=1e-13)
+
+
+class Undeclared(PowerChi2):
+    row_fields = ("weight",)  # forgot "power"
+
+
+def test_an_undeclared_per_row_leaf_is_named_by_row_operations():
+    """Only `ShardedChi2` checked `row_fields`: `take_rows` changed the χ² silently
+    and `pad_rows` failed with a shape error."""
+    term = Undeclared(em.DirectFT(GRID, U, V), _rng.uniform(0, 1, 10), ONES)
+    for op in (lambda: term.take_rows(np.arange(10)[::-1]), lambda: term.pad_rows(12)):
+        with pytest.raises(TypeError, match=r"Undeclared.power .*row_fields"):
+            op()
+
+
+class ArrayL2(em.AbstractRegularizer, strict=True):
+    prior: jax.Array
+
+    def penalty(self, image):
+        return jnp.sum((image - self.prior) ** 2)
+
+    def residuals(self, image):
+        return (image - self.prior).ravel()
+
+
+def test_a_regularizers_residuals_get_an_array_alone_and_in_an_objective():
+    model = em.PixelImage.from_image(IMG, GRID, transform="identity")
+    alone = em.solve(ArrayL2(IMG / 2), model, "gauss-newton", max_steps=2)
+    inside = em.solve(1.0 * ArrayL2(IMG / 2), model, "gauss-newton", max_steps=2)
+    assert_allclose(alone.value, inside.value, rtol=1e-12)
+    assert float(alone.value) < 1e-20  # one Gauss-Newton step solves it
+
+
+class VectorPenalty(em.AbstractRegularizer, strict=True):
+    def penalty(self, image):
+        return jnp.sum(image**2, axis=0)
+
+
+_SETUP = (
+    'import jax; jax.config.update("jax_enable_x64", True)\n'
+    "from tests.test_extending_contracts import *"
+)
+
+
+def test_a_term_value_that_is_not_a_real_scalar_is_named():
+    """A vector penalty was summed silently in a one-term objective, broadcast
+    against the weights, or failed in `jnp.stack`. (The suite's type checker
+    refuses it first; users get eqmodels' own message.)"""
+    with pytest.raises(TypeError, match="VectorPenalty"):
+        (2.0 * VectorPenalty())(IMG)
+    for obj in ("2.0 * VectorPenalty()", "em.TV(GRID) + VectorPenalty()"):
+        msg = own_error(f"({obj})(IMG)", "TypeError", _SETUP)
+        assert msg is not None and "'VectorPenalty' (VectorPenalty)" in msg, msg
+        assert "not a real scalar" in msg
+
+
+def test_complex_residuals_are_named():
+    """Complex residuals came out of `Objective.residuals` as complex128, and LM
+    then blamed the image. (The suite's type checker refuses them first.)"""
+    term = ComplexResiduals(em.DirectFT(GRID, U, V), ONES, ONES)
+    with pytest.raises(TypeError, match="residuals"):
+        term.residuals(IMG)
+    setup = (
+        _SETUP + "\nterm = ComplexResiduals(em.DirectFT(GRID, U, V), ONES, ONES)"
+        "\nmodel = em.PixelImage.from_image(IMG, GRID, transform='identity')"
+    )
+    for statement in (
+        "(1.0 * term).residuals(IMG)",
+        "em.solve(term, model, 'levenberg-marquardt', max_steps=3)",
+    ):
+        msg = own_error(statement, "TypeError", setup)
+        assert msg is not None and "ComplexResiduals" in msg, msg
+        assert "residuals of dtype complex" in msg
+
+
+class Transposed(em.AbstractImageModel, strict=True):
+    grid: em.ImageGrid
+    p: jax.Array
+
+    def __call__(self):
+        return self.p
+
+
+def test_an_image_model_of_the_wrong_shape_is_named():
+    grid = em.ImageGrid(8, 10, em.uas_to_rad(5.0))
+    model = Transposed(grid, jnp.ones((10, 8)))
+    with pytest.raises(
+        ValueError, match=r"Transposed\(\) returned .*\(10, 8\).*\(8, 10\)"
+    ):
+        ArrayL2(jnp.ones(grid.shape))(model)
