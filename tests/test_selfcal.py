@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import eqmodels as em
-from tests.helpers import assert_allclose, ehtim_row_index, quiet
+from tests.helpers import assert_allclose, ehtim_row_index, quiet, run_without_x64
 from tests.test_gains import (
     _pairs,
     GRID,
@@ -304,3 +304,21 @@ def test_lmt_calibration_reaches_every_lmt_row(shared_data):
     got = np.where(lm_first, f, np.conj(f))
     assert_allclose(got, want, rtol=1e-12)
     assert np.min(np.abs(np.abs(got) - 1)) > 1e-3  # every LM row calibrated
+
+
+def test_self_calibrate_without_x64_warns_nothing():
+    """It asked JAX for float64 (`img.astype(jnp.float64)`) on every call: a
+    "float64 requested ... truncated" warning without x64, an error under
+    `-W error`."""
+    code = (
+        "import json, warnings\n"
+        "warnings.simplefilter('error')\n"
+        "import eqmodels as em\n"
+        "data = em.load_uvfits('tests/data/SR1_M87_2017_100_lo_hops_netcal_StokesI"
+        ".uvfits').scan_average()\n"
+        "grid = em.ImageGrid.from_fov(32, 128.0)\n"
+        "img = em.GaussianImage(grid, 0.6, em.uas_to_rad(40.0))()\n"
+        "cal, g = em.self_calibrate(data, img, grid=grid, method='phase')\n"
+        "print(json.dumps(str(cal.vis.dtype)))\n"
+    )
+    assert run_without_x64(code) == "complex64"

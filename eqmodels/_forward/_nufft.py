@@ -192,8 +192,9 @@ class NUFFT(AbstractForwardModel, strict=True):
             raise ValueError(f"`eps` must be in (0, 1), got {eps}.")
         if dtype == np.float32 and eps < 1e-6:
             raise ValueError(
-                f"`eps`={eps} is below what float32 transforms reach; use eps >= 1e-6 "
-                "or `dtype=jnp.float64`."
+                f"`eps`={eps} is below what float32 transforms reach; use eps >= 1e-6, "
+                "or float64 (`jax.config.update('jax_enable_x64', True)` first, then "
+                "`dtype=jnp.float64`)."
             )
         if opts is not None:
             import jax_finufft.options

@@ -83,7 +83,7 @@ def _model_vis(data, image, grid, model_vis, pulse):
             f"`image` has shape {tuple(img.shape)} but `grid` is "
             f"({grid.ny}, {grid.nx})."
         )
-    return np.asarray(fwd(img.astype(jnp.float64)))
+    return np.asarray(fwd(img.astype(fwd.dtype)))
 
 
 def _interval_table(data, slot_interval, n_intervals):

@@ -117,6 +117,14 @@ class ClosurePhaseChi2(AbstractDataTerm, strict=True):
         return 2.0 * jnp.sqrt(self.weight / self.n_rows) * jnp.sin(0.5 * delta)
 
     def chi2_from_vis(self, vis: Complex[Array, "n 3"]) -> Scalar:
-        re, _, bsq = self._rotated(vis)
-        cos_delta = re / jnp.sqrt(bsq)
-        return 2.0 * jnp.sum(self.weight * (1.0 - cos_delta)) / self.n_rows
+        re, im, bsq = self._rotated(vis)
+        b = jnp.sqrt(bsq)
+        if re.dtype == jnp.float64:
+            one_minus_cos = 1.0 - re / b  # eht-imaging's form, to the last digit
+        else:
+            # `1 − cos Δ` cancels in float32 for small Δ (an error of eps/σ² per
+            # row: 2 % of the χ² at σ = 0.05°); `im² / (|B| (|B| + re))` does not.
+            front = re >= 0
+            safe = jnp.where(front, b * (b + re), 1.0)
+            one_minus_cos = jnp.where(front, im * im / safe, 1.0 - re / b)
+        return 2.0 * jnp.sum(self.weight * one_minus_cos) / self.n_rows
