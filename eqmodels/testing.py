@@ -324,14 +324,22 @@ def _vmap_vg(term, xs):
     return jax.vmap(jax.value_and_grad(lambda y: term(y)))(xs)
 
 
-def _run(what, f, *args):
+_TRACE_HINT = (
+    "it works eagerly; look for Python control flow on array values, `float()` / "
+    "`np.asarray` of an array argument, or a shape that depends on values"
+)
+_ROWS_HINT = (
+    "ShardedChi2 pads and splits the term's `row_fields` leaves and its forward "
+    "model's points: check that every per-row leaf is declared there"
+)
+
+
+def _run(what, f, *args, hint=_TRACE_HINT):
     try:
         return f(*args)
     except Exception as e:
         raise AssertionError(
-            f"the term fails under {what}: {type(e).__name__}: {e}\n(it works "
-            "eagerly; look for Python control flow on array values, `float()` / "
-            "`np.asarray` of an array argument, or a shape that depends on values)"
+            f"the term fails under {what}: {type(e).__name__}: {e}\n({hint})"
         ) from e
 
 
@@ -351,7 +359,8 @@ def check_transforms(
     The sharded check uses `ShardedChi2(term, jax.make_mesh((k,), ("rows",)))` with
     `k = min(device count, term.rows)`: the rows are padded with zero-weight rows to
     a multiple of `k`, so it also checks that the term declares its per-row leaves
-    in `row_fields` and that zero-weight rows contribute nothing.
+    in `row_fields` and that zero-weight rows contribute nothing. It is skipped for
+    a forward model that declares no `point_fields` (which `ShardedChi2` needs).
 
     **Arguments:**
 
@@ -400,12 +409,15 @@ def check_transforms(
         return
     if isinstance(term, ShardedChi2) or term.forward is None:
         return
+    if getattr(term.forward, "point_fields", None) is None:
+        return  # ShardedChi2 splits only models that declare their point leaves
     k = min(len(jax.devices()), term.rows)
     if k < 2:
         return
     mesh = jax.make_mesh((k,), ("rows",))
-    split = _run(f"ShardedChi2 over {k} devices", ShardedChi2, term, mesh)
-    sval, sgrad = _run(f"ShardedChi2 over {k} devices", _jit_vg, split, x)
+    what = f"ShardedChi2 over {k} devices"
+    split = _run(what, ShardedChi2, term, mesh, hint=_ROWS_HINT)
+    sval, sgrad = _run(what, _jit_vg, split, x, hint=_ROWS_HINT)
     assert_close(sval, val, rtol=rtol, name=f"value under ShardedChi2 ({k} devices)")
     assert_close(
         sgrad, grad, rtol=rtol, name=f"gradient under ShardedChi2 ({k} devices)"

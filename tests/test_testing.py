@@ -199,3 +199,42 @@ def test_check_transforms_catches_a_term_that_cannot_be_sharded():
         AssertionError, match="fails under ShardedChi2 over 8 devices.*row_fields"
     ):
         emt.check_transforms(term, IMAGE)
+
+
+class _Wrapped(em.AbstractForwardModel, strict=True):
+    """A wrapper whose points are properties: it cannot declare `point_fields`."""
+
+    inner: em.DirectFT
+
+    @property
+    def grid(self):
+        return self.inner.grid
+
+    @property
+    def u(self):
+        return self.inner.u
+
+    @property
+    def v(self):
+        return self.inner.v
+
+    @property
+    def pulse(self):
+        return self.inner.pulse
+
+    def __call__(self, image):
+        return self.inner(image)
+
+    def at(self, u, v):
+        return _Wrapped(self.inner.at(u, v))
+
+
+def test_check_transforms_skips_sharding_a_model_without_point_fields():
+    """With several devices the sharded check failed on such a model (ShardedChi2
+    refuses it) with a hint about Python control flow."""
+    assert len(jax.devices()) > 1
+    grid = em.ImageGrid(8, 8, em.uas_to_rad(5.0))
+    rng = np.random.default_rng(0)
+    u, v = rng.uniform(-0.3 / grid.psize, 0.3 / grid.psize, (2, 12))
+    term = em.AmpChi2(_Wrapped(em.DirectFT(grid, u, v)), np.ones(12), np.ones(12))
+    emt.check_transforms(term, rng.uniform(0.1, 1, grid.shape))
