@@ -46,8 +46,9 @@ def normalised(log_g, factor=None):
             pos, log_g + jnp.log(jnp.where(pos, factor, 1.0)), -jnp.inf
         )
     shift = jax.lax.stop_gradient(jnp.max(log_total))
-    g = jnp.exp(log_g - shift)
-    if factor is not None:
+    if factor is None:
+        g = jnp.exp(log_g - shift)
+    else:
         # exp(log g + log factor − shift) where factor > 0: a pixel whose factor
         # is 0 may lie far above the shift (exp would overflow, times 0 = NaN).
         g = jnp.where(pos, jnp.exp(jnp.where(pos, log_total, shift) - shift), 0.0)

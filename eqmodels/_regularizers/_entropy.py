@@ -36,10 +36,10 @@ def _log_ratio_terms(image, prior, log_prior):
     if image.dtype == jnp.float64:
         p = as_dtype(prior, image)
         normal = ok & (p >= np.finfo(np.float64).tiny)
+        # One logarithm per pixel: `ln(I/P) − 0` where P is normal (the same bits
+        # as `ln(I/P)`), `ln(I/1) − ln P` elsewhere.
         ratio = i_s / jnp.where(normal, p, 1.0)
-        log_ratio = jnp.where(
-            normal, jnp.log(jnp.where(normal, ratio, 1.0)), jnp.log(i_s) - log_p
-        )
+        log_ratio = jnp.log(ratio) - jnp.where(normal, 0.0, log_p)
     else:
         log_ratio = jnp.log(i_s) - log_p
     return ok, i_s, jnp.where(ok, i_s * log_ratio, 0.0)
