@@ -170,6 +170,26 @@ def test_vmap_over_images():
     assert_allclose(grads, ref_grads, rtol=GRAD_RTOL)
 
 
+@pytest.mark.parametrize("forward", ["separable", "nufft"])
+def test_forward_mode_and_second_derivatives(forward):
+    """A Hessian-vector product (forward over reverse) and a JVP of a sharded term
+    equal the plain term's, NUFFT included (its transforms are linear primitives)."""
+    case = next(c for c in DATA_TERMS if c.name == "logcamp")
+    term = case.build(forward)
+    sharded = em.ShardedChi2(term, mesh_of(4))
+    x, t = jnp.asarray(IMAGES[0]), jnp.asarray(IMAGES[2]) - jnp.asarray(IMAGES[1])
+
+    @eqx.filter_jit
+    def jvp_and_hvp(term, x, t):
+        _, dv = jax.jvp(term, (x,), (t,))
+        _, hv = jax.jvp(jax.grad(term), (x,), (t,))
+        return dv, hv
+
+    (dv, hv), (ref_dv, ref_hv) = jvp_and_hvp(sharded, x, t), jvp_and_hvp(term, x, t)
+    assert_allclose(dv, ref_dv, rtol=1e-12)
+    assert_allclose(hv, ref_hv, rtol=1e-11, atol=1e-12 * float(jnp.abs(ref_hv).max()))
+
+
 def test_user_term_image_model_and_meshes():
     """A user's term, an image model as input, a 2-d mesh (configurations × rows:
     replicated over the other axis) and a mesh with Explicit axes."""

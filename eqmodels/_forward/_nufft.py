@@ -1,6 +1,5 @@
 """Matrix-free forward model via jax-finufft."""
 
-import functools
 import math
 from typing import Any
 
@@ -16,7 +15,7 @@ from .._numerics import asarray
 from .._pulse import AbstractPulse
 from .._validation import is_concrete
 from ._base import AbstractForwardModel, check_pulse, prepare_points
-from ._finufft_ops import centred_ops
+from ._nufft_ops import mark_varying_like, type2
 
 
 BACKENDS = ("auto", "finufft", "nufftax")
@@ -67,60 +66,11 @@ def _resolve_backend(backend, points) -> str:
     )
 
 
-@functools.cache
-def _nufftax_transform(eps: float, ny: int, nx: int):
-    """nufftax's type-2 transform in our convention (its point axes are swapped
-    relative to jax-finufft's), with the same reverse-mode rule as the jax-finufft
-    path: the type-1 transform with the same sign on the cotangent. (nufftax's own
-    derivative loses the device-varying type of the image's cotangent under
-    `shard_map`; this rule restores it.)"""
-    nx_ = _nufftax()
-
-    @jax.custom_vjp
-    def transform(f, py, px):
-        return nx_.nufft2d2(px, py, f, eps=eps, isign=-1)
-
-    def fwd(f, py, px):
-        return transform(f, py, px), (py, px)
-
-    def bwd(res, g):
-        py, px = res
-        f_bar = nx_.nufft2d1(px, py, g, (nx, ny), eps=eps, isign=-1)
-        f_bar = _mark_varying_like(f_bar, g, py, px)
-        return f_bar, jnp.zeros_like(py), jnp.zeros_like(px)
-
-    transform.defvjp(fwd, bwd)
-    return transform
-
-
-def _varying_axes(x) -> frozenset:
-    """Mesh axes along which `x` varies inside `shard_map` (empty outside it).
-
-    jax 0.10.2 spells it `aval.manual_axis_type.varying`; earlier releases `aval.vma`.
-    """
-    aval = jax.typeof(x)
-    mat = getattr(aval, "manual_axis_type", None)
-    if mat is not None:
-        return frozenset(getattr(mat, "varying", ()))
-    return frozenset(getattr(aval, "vma", ()))
-
-
-def _mark_varying_like(image, *points):
-    """Inside `shard_map`, mark a replicated image as device-varying wherever the
-    points vary. Without it the gradient w.r.t. the replicated image is silently
-    wrong (jax-finufft's primitives carry no varying-axes rule); `pcast`'s transpose
-    is the `psum` that the gradient needs. A no-op outside `shard_map`."""
-    missing = frozenset().union(*(_varying_axes(p) for p in points))
-    missing = missing - _varying_axes(image)
-    if not missing:
-        return image
-    return jax.lax.pcast(image, tuple(sorted(missing)), to="varying")
-
-
 class NUFFT(AbstractForwardModel, strict=True):
-    """Matrix-free forward model: a type-2 non-uniform FFT (jax-finufft, with a
-    custom reverse-mode rule: the type-1 transform with the same `iflag`; or
-    nufftax, pure JAX, on GPUs — see `backend`).
+    """Matrix-free forward model: a type-2 non-uniform FFT (jax-finufft; or
+    nufftax, pure JAX, on GPUs — see `backend`), wrapped in primitives of our own
+    that are linear in the image (the transpose is the type-1 transform with the
+    same `iflag`).
 
     Memory is `O(N + ny·nx)`; accuracy is set by `eps` (relative, FINUFFT's
     tolerance; `1e-12` agrees with [`eqmodels.DirectFT`][] to ~1e-12). Works under
@@ -130,13 +80,11 @@ class NUFFT(AbstractForwardModel, strict=True):
     Points beyond the grid's Nyquist limit (`|u|·psize ≥ ½`) are computed exactly,
     as by the dense models, with an [`eqmodels.AliasingWarning`][].
 
-    **Derivatives.** With the jax-finufft backend: reverse mode of first order
-    (`jax.grad`, `jax.vjp`, `jax.jacrev`); `jax.hessian` and a gradient of a
-    gradient raise an error that says so, and plain forward mode (`jax.jvp`,
-    `jax.jacfwd`) JAX's own "can't apply forward-mode autodiff (jvp) to a
-    custom_vjp function" — use [`eqmodels.SeparableFT`][] or
-    [`eqmodels.DirectFT`][] (the same numbers) there. The points are data: a model built from traced `u`, `v` has zero
-    derivatives with respect to them.
+    **Derivatives.** Every JAX transformation, at any order, with either backend:
+    reverse mode (`jax.grad`, `jax.vjp`, `jax.jacrev`), forward mode (`jax.jvp`,
+    `jax.jacfwd`, `jax.linearize`), `jax.hessian`, `jax.linear_transpose`, under
+    `jit`, `vmap` and `shard_map`. The points are data: a model built from traced
+    `u`, `v` has zero derivatives with respect to them.
     """
 
     grid: ImageGrid
@@ -176,7 +124,7 @@ class NUFFT(AbstractForwardModel, strict=True):
           is fixed (centred): `modeord` must stay `False`.
         - `dtype`: `float32` or `float64`; default from `u`, `v`.
         - `backend`: the transform library (static). `"finufft"` (jax-finufft,
-          with our own reverse-mode and batching rules), `"nufftax"` (pure JAX, runs
+          with our own derivative and batching rules), `"nufftax"` (pure JAX, runs
           on GPUs: the `gpu` extra), or `"auto"` (default): jax-finufft where it
           runs — the CPU, or a GPU with a CUDA build of jax-finufft — else nufftax.
           Both give the same numbers to `eps`.
@@ -242,16 +190,17 @@ class NUFFT(AbstractForwardModel, strict=True):
 
     def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:
         image = self._check_image(image)
-        image = _mark_varying_like(image, self.py, self.px)
-        f = image.astype(self.factor.dtype)
-        if self.backend == "nufftax":
-            transform = _nufftax_transform(self.eps, self.grid.ny, self.grid.nx)
-            raw = transform(f, self.py, self.px)
-        else:
-            _, _, transform = centred_ops(
-                self.eps, self.grid.ny, self.grid.nx, self.opts
-            )
-            raw = transform(f, self.py, self.px)
+        image = mark_varying_like(image, self.py, self.px)
+        raw = type2(
+            image.astype(self.factor.dtype),
+            self.py,
+            self.px,
+            backend=self.backend,
+            eps=self.eps,
+            ny=self.grid.ny,
+            nx=self.grid.nx,
+            opts=self.opts,
+        )
         return (self.factor * raw).reshape(self.u.shape)
 
     def at(self, u: PointsLike, v: PointsLike) -> "NUFFT":
