@@ -3,6 +3,7 @@
 
 import argparse
 import math
+import os
 import pathlib
 import sys
 import time
@@ -130,6 +131,14 @@ def _check_paths(ap: argparse.ArgumentParser, args) -> None:
     ):
         if value is not None and value < low:
             ap.error(f"{option} must be >= {low}, got {value}.")
+    need, have = _LEAST_IMAGES * 8 * args.npix**2, _physical_memory()
+    if have is not None and need > have:
+        ap.error(
+            f"--npix {args.npix} needs at least {need / 2**30:.0f} GiB (the L-BFGS "
+            f"memory alone holds {_LEAST_IMAGES} float64 images of {args.npix}²), more "
+            f"than this machine's {have / 2**30:.0f} GiB; the published recipe "
+            "uses 64."
+        )
     if not (math.isfinite(args.fov) and args.fov >= 80.0):  # the recipe's prior
         ap.error(
             f"--fov must be at least 80 µas (the prior's offset copy sits 40 µas "
@@ -137,6 +146,19 @@ def _check_paths(ap: argparse.ArgumentParser, args) -> None:
         )
     if args.zbl is not None and not (math.isfinite(args.zbl) and args.zbl > 0):
         ap.error(f"--zbl must be a positive flux in Jy, got {args.zbl}.")
+
+
+# Image-sized float64 arrays an L-BFGS solve holds at least: its memory of 10
+# (step, gradient change) pairs and their two newest companions.
+_LEAST_IMAGES = 22
+
+
+def _physical_memory() -> int | None:
+    """This machine's memory in bytes, or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def _show_warning(message, category, *args, **kwargs) -> None:

@@ -141,6 +141,8 @@ def test_two_bands_self_calibrate_per_band(shared_data):
         (["{data}", "-o", "{tmp}"], "is a folder"),
         (["{data}", "-o", "{tmp}/a.fits", "--png", "{tmp}/no/a.png"], "--png"),
         (["{data}", "-o", "{tmp}/a.fits", "--npix", "0"], "--npix must be >= 1"),
+        # 22 float64 images of 10⁶² pixels: 160 TiB, beyond any machine.
+        (["{data}", "-o", "{tmp}/a.fits", "--npix", "1000000"], "--npix .* GiB"),
         (["{data}", "-o", "{tmp}/a.fits", "--iterations", "0"], "--iterations"),
         (["{data}", "-o", "{tmp}/a.fits", "--restarts", "-1"], "--restarts"),
         (["{data}", "-o", "{tmp}/a.fits", "--fov", "-5"], "--fov must be at least 80"),
