@@ -218,3 +218,61 @@ def test_make_forward_errors():
     with pytest.raises(ValueError, match="one of"):
         em.AmpChi2.from_data(prod, GRID, forward="dft")
     assert em.AmpChi2.from_data(prod, GRID).n_rows == u.size
+
+
+@pytest.mark.parametrize(
+    "cls,key", [(c.cls, c.key) for c in DATA_TERMS if c.name != "vis"], ids=str
+)
+def test_shapes_are_checked_when_the_data_are_traced(cls, key):
+    """Shapes are static: a mis-shaped value or sigma under `vmap`/`jit` is refused
+    as it is eagerly (it was broadcast silently)."""
+    fwd, value, sigma = _args(key)
+    with _no_runtime_typecheck():
+        with pytest.raises(ValueError, match="has shape .* but `forward` has"):
+            jax.vmap(lambda x: cls(fwd, x, sigma).weight)(jnp.asarray(value)[None, :1])
+        with pytest.raises(ValueError, match="`sigma` has shape"):
+            jax.jit(lambda s: cls(fwd, value, s).weight)(jnp.asarray(sigma)[:1])
+        # The right shapes pass the same traced path.
+        w = jax.jit(lambda x, s: cls(fwd, x, s).weight)(jnp.asarray(value), sigma)
+        assert w.shape == np.shape(sigma)
+
+
+def test_inverse_variance_must_be_representable():
+    """1/σ² of a tiny σ overflows float32 (a bispectrum in Jy³ of a faint
+    source): refused at construction, not an inf weight and a NaN χ² later."""
+    u, v, value, sigma = products()["bispectrum"]
+    fwd32 = em.DirectFT(GRID, u, v, dtype=jnp.float32)
+    with pytest.raises(ValueError, match="1/σ² is not representable in float32"):
+        em.BispectrumChi2(fwd32, value * 1e-20, sigma * 1e-20)
+    with pytest.raises(ValueError, match="underflow"):
+        em.AmpChi2(
+            em.DirectFT(GRID, *products()["amp"][:2]), np.ones(45), 1e160 * np.ones(45)
+        )
+    em.BispectrumChi2(em.DirectFT(GRID, u, v), value * 1e-20, sigma * 1e-20)  # float64
+
+
+def test_vis_chi2_refuses_0d_points():
+    fwd = em.DirectFT(GRID, 1e9, 2e9)
+    with pytest.raises(ValueError, match="0-d points .* shape \\(1,\\)"):
+        em.VisChi2(fwd, np.asarray(0.5 + 0.1j), np.asarray(0.05))
+    em.VisChi2(
+        em.DirectFT(GRID, [1e9], [2e9]), np.array([0.5 + 0.1j]), np.array([0.05])
+    )
+
+
+@pytest.mark.parametrize("flux", [1.0, 1e-5, 1e-7])
+def test_float32_closure_phases_of_a_faint_source(flux):
+    """A closure phase does not depend on the flux scale. In float32 the sixth
+    power of the amplitudes behind it was subnormal or 0 for a faint source (χ²
+    266 instead of 1 at 1e-5 Jy); each leg is now scaled first."""
+    img = positive_image()
+    img = img * (flux / img.sum())
+    u, v, psi, sigma = products()["cphase"]
+    t64 = em.ClosurePhaseChi2(em.DirectFT(GRID, u, v), psi, sigma)
+    t32 = em.ClosurePhaseChi2(em.DirectFT(GRID, u, v, dtype=jnp.float32), psi, sigma)
+    x32 = jnp.asarray(img, jnp.float32)
+    v32, g32 = jax.value_and_grad(lambda x: t32(x))(x32)
+    v64, g64 = jax.value_and_grad(lambda x: t64(x))(jnp.asarray(img))
+    assert_allclose(v32, v64, rtol=1e-4)
+    assert_allclose(jnp.sum(t32.residuals(x32) ** 2), v64, rtol=1e-4)
+    assert_allclose(g32, g64, rtol=0, atol=1e-3 * float(jnp.abs(g64).max()))

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
+from .._custom_types import RealLike
 from .._forward._base import AbstractForwardModel, gather_index, take_rows
 from .._grid import ImageGrid, same_grid
 from .._image._base import AbstractImageModel, evaluated_on
@@ -158,12 +159,18 @@ def _scalar_weight(weight):
     return w
 
 
+def _all_concrete(tree) -> bool:
+    """No tracer among the leaves of `tree` (an array, or a sequence of numbers)."""
+    return all(is_concrete(leaf) for leaf in jax.tree.leaves(tree))
+
+
 def _real_weights(weights):
     """`weights` (an array, or a sequence as a numpy array), refused unless its
     dtype is an integer or floating one (booleans, complex numbers and strings
     are not weights)."""
-    if is_concrete(weights) and not isinstance(weights, jax.Array):
-        weights = np.asarray(weights)
+    if not isinstance(weights, jax.Array):
+        # A sequence may hold traced numbers (`with_weights([w, 1.0])` under vmap).
+        weights = (np if _all_concrete(weights) else jnp).asarray(weights)
     if not (
         jnp.issubdtype(weights.dtype, jnp.integer)
         or jnp.issubdtype(weights.dtype, jnp.floating)
@@ -522,7 +529,7 @@ class Objective(AbstractTerm, strict=True):
     def __init__(
         self,
         terms: Sequence[AbstractTerm],
-        weights: Float[ArrayLike, " n"] | Sequence[float | int] | None = None,
+        weights: Float[ArrayLike, " n"] | Sequence[int | RealLike] | None = None,
         *,
         names: Sequence[str] | None = None,
         chi2_offset: bool = False,
@@ -556,7 +563,7 @@ class Objective(AbstractTerm, strict=True):
         # per shape while an objective is assembled); traced ones in jnp.
         wdtype = jnp.result_type(float)
         nested = [t.weights for t in terms if isinstance(t, Objective)]
-        xp = np if all(is_concrete(w) for w in [weights, *nested]) else jnp
+        xp = np if _all_concrete([weights, *nested]) else jnp
         if weights is None:
             weights = xp.ones(len(terms), wdtype)
         weights = xp.asarray(_real_weights(weights))
@@ -605,7 +612,7 @@ class Objective(AbstractTerm, strict=True):
         self.chi2_offset = bool(chi2_offset)
 
     def with_weights(
-        self, weights: Float[ArrayLike, " n"] | Sequence[float | int]
+        self, weights: Float[ArrayLike, " n"] | Sequence[int | RealLike]
     ) -> "Objective":
         """The same objective with other weights (works with traced weights, e.g.
         inside `jax.vmap` for a survey).

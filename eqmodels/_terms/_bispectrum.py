@@ -8,7 +8,7 @@ from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 from .._forward._base import AbstractForwardModel
 from .._grid import ImageGrid
 from .._numerics import asarray
-from .._validation import as_complex, is_concrete
+from .._validation import as_complex
 from ._base import AbstractDataTerm, n_rows_leaf
 from ._common import (
     abs2,
@@ -69,7 +69,7 @@ class BispectrumChi2(AbstractDataTerm, strict=True):
         n = forward.u.shape[0]
         dtype, ctype = values_dtype(forward)
         bispectrum = as_complex("bispectrum", bispectrum)
-        if is_concrete(bispectrum) and np.shape(bispectrum) != (n,):
+        if np.shape(bispectrum) != (n,):
             raise ValueError(
                 f"`bispectrum` has shape {np.shape(bispectrum)} but `forward` has {n} "
                 "rows; they must match (one value per row)."

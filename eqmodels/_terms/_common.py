@@ -46,7 +46,7 @@ def check_forward(forward, k: int | None, term: str) -> None:
 def check_values(name: str, values, n: int, dtype) -> np.ndarray | jax.Array:
     """Real, finite, shape `(n,)`."""
     values = as_real(name, values)
-    if is_concrete(values) and np.shape(values) != (n,):
+    if np.shape(values) != (n,):  # shapes are static: checked when traced too
         raise ValueError(
             f"`{name}` has shape {np.shape(values)} but `forward` has {n} rows; "
             "they must match (one value per row)."
@@ -58,7 +58,7 @@ def weight_from_sigma(sigma, n: int, dtype) -> Float[Array, " n"]:
     """`1/σ²` after checking that `σ` is finite, > 0 and of shape `(n,)`."""
     sigma = as_real("sigma", sigma)
     check_nonempty("sigma", sigma)
-    if is_concrete(sigma) and np.shape(sigma) != (n,):
+    if np.shape(sigma) != (n,):
         raise ValueError(
             f"`sigma` has shape {np.shape(sigma)} but `forward` has {n} rows; "
             "they must match (one sigma per row)."
@@ -71,7 +71,19 @@ def inverse_variance(sigma, dtype) -> Float[Array, "*s"]:
     has been through `as_real`."""
     check_positive("sigma", sigma)
     if is_concrete(sigma):
-        return asarray(1.0 / np.asarray(sigma, np.float64) ** 2, dtype)
+        sigma64 = np.asarray(sigma, np.float64)
+        with np.errstate(over="ignore", under="ignore"):
+            weight = (1.0 / sigma64**2).astype(dtype)
+        bad = ~np.isfinite(weight) | (weight == 0)
+        if np.any(bad):
+            worst = sigma64[bad].flat[0]
+            raise ValueError(
+                f"`sigma` = {worst:g}: its inverse variance 1/σ² is not representable "
+                f"in {np.dtype(dtype).name} ({'overflow' if worst < 1 else 'underflow'})."
+                " Express the data in other units (e.g. mJy instead of Jy), or compute "
+                "in float64 (`jax.config.update('jax_enable_x64', True)`)."
+            )
+        return asarray(weight, dtype)
     return asarray(1.0 / sigma**2, dtype)
 
 

@@ -100,6 +100,12 @@ class ClosurePhaseChi2(AbstractDataTerm, strict=True):
 
     def _rotated(self, vis: Complex[Array, "n 3"]):
         """`(Re, Im)` of `B̂ e^{−iψ}` and `|B̂|²`, with dead or zero rows made safe."""
+        if vis.dtype != jnp.complex128:
+            # In float32 `|V₁V₂V₃|²`, the sixth power of the amplitudes, is
+            # subnormal or 0 for a faint source (1e-5 Jy): each leg is scaled to a
+            # largest component of 1 first (a positive scale: the phase is kept).
+            scale = jnp.maximum(jnp.abs(jax.lax.real(vis)), jnp.abs(jax.lax.imag(vis)))
+            vis = vis / jnp.where(scale > 0, scale, 1.0)
         b = vis[:, 0] * vis[:, 1] * vis[:, 2]
         bsq = abs2(b)
         ok = live_rows(self.weight) & (bsq > 0)

@@ -68,6 +68,11 @@ class VisChi2(AbstractDataTerm, strict=True):
           against the gains'); default unknown (`-1`).
         """
         check_forward_type(forward, "VisChi2")
+        if np.ndim(forward.u) == 0:
+            raise ValueError(
+                "`forward` has 0-d points (one scalar u, v): a term needs an axis of "
+                "rows; build the forward model with u, v of shape (1,)."
+            )
         dtype, ctype = values_dtype(forward)
         vis = as_complex("vis", vis)
         if is_concrete(vis):
