@@ -223,6 +223,11 @@ def test_checkpoint_folder_records(problem, tmp_path):
     assert res.computed_chunks == (0,)
     with pytest.raises(ValueError, match="max_steps 3 there, 4 here"):
         _survey(objectives[:2], model, checkpoint=tmp_path / "a", max_steps=4)
+    # A chunk whose write was cut off (only its `.tmp.npz`) is no finished chunk:
+    # the folder is still free for another survey.
+    (tmp_path / "a" / "chunk_00000.npz").rename(tmp_path / "a" / "chunk_00000.tmp.npz")
+    res = _survey(objectives[:2], model, checkpoint=tmp_path / "a", max_steps=4)
+    assert res.computed_chunks == (0,)
     # `params` as a filter spec pytree (as `eqx.partition` takes), not a callable.
     spec = jax.tree.map(eqx.is_inexact_array, model)
     kw = dict(max_steps=3, params=spec)

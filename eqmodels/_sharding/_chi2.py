@@ -180,7 +180,7 @@ class ShardedChi2(AbstractDataTerm, strict=True):
         return self.term.forward
 
     @property
-    def weight(self) -> Float[Array, " n"]:
+    def weight(self) -> Float[Array, " n *values"]:
         return self.term.weight
 
     @property
@@ -204,8 +204,8 @@ class ShardedChi2(AbstractDataTerm, strict=True):
         fwd = self.term.forward
         # Without replication tracking (`check_vma=False`) shard_map's transpose
         # sums the replicated image's cotangent over the devices itself: right for
-        # every forward model and backend (with tracking, jax-finufft needs a
-        # `pcast` and nufftax's own derivative loses the device-varying type).
+        # every forward model and backend (with tracking, the NUFFT's transforms
+        # need the image marked device-varying first).
         return jax.shard_map(
             fn,
             mesh=self.mesh,
@@ -237,8 +237,13 @@ class ShardedChi2(AbstractDataTerm, strict=True):
         )
 
     def pad_rows(self, length):
+        if length == self.rows:  # already that long: nothing to pad
+            return self
         raise NotImplementedError(
-            "a ShardedChi2 pads its rows itself; pad the wrapped term instead."
+            f"a ShardedChi2 pads its rows itself (to {self.rows}), and cannot be "
+            f"padded to {length}: pad the unwrapped term (`sharded.term` holds "
+            "padding already) to a common length and wrap it again. A `survey` over "
+            "data sets of different lengths takes sharded terms with `share=False`."
         )
 
     def _sharing(self):
@@ -260,17 +265,38 @@ def _take_data_rows(data, rows: np.ndarray, n: int):
     take = getattr(data, "take", None)
     if callable(take):
         return take(rows)
-    return jax.tree_util.tree_map(
+    taken = jax.tree_util.tree_map(
         lambda x: x[rows] if eqx.is_array(x) and x.ndim and x.shape[0] == n else x,
         data,
     )
+    if np.shape(taken.u)[:1] != (len(rows),):
+        raise TypeError(
+            f"`data` ({type(data).__name__}) has no `take` and is not a pytree of "
+            "arrays, so ShardedChi2.from_data cannot take each device's rows: pass "
+            "a VisData, a product (`em.amplitudes(d)`, ...) or a NamedTuple of "
+            "arrays, or build the term and wrap it (`ShardedChi2(term, mesh)`)."
+        )
+    return taken
 
 
 def _as_piece(term, rows, live, n, slots, table):
     """A device's share: weight 0 on its padding rows (`~live`), the whole data
-    set's `n_rows` and time slots (and their table's fingerprint)."""
+    set's `n_rows` and time slots (and their table's fingerprint). A term's N
+    counts its values, `n_rows / rows` per row (a `VisChi2` on `(n, k)` points
+    counts `k`)."""
+    per_row, rest = divmod(int(term.n_rows), term.rows)
+    if rest:
+        raise ValueError(
+            f"{type(term).__name__}.from_data gave n_rows={int(term.n_rows)} for "
+            f"{term.rows} rows, not a whole number per row: ShardedChi2.from_data "
+            "cannot count the whole data set's N; build the term and wrap it "
+            "(`ShardedChi2(term, mesh)`)."
+        )
+    live = np.reshape(live, live.shape + (1,) * (np.ndim(term.weight) - 1))
     weight = term.weight * asarray(live, term.weight.dtype)
-    term = eqx.tree_at(lambda t: (t.weight, t.n_rows), term, (weight, n_rows_leaf(n)))
+    term = eqx.tree_at(
+        lambda t: (t.weight, t.n_rows), term, (weight, n_rows_leaf(n * per_row))
+    )
     if slots is not None and "time_index" in term.row_fields:
         term = eqx.tree_at(
             lambda t: t.time_index, term, asarray(slots[rows], jnp.int32)

@@ -364,6 +364,38 @@ class _TextProgress:
         pass
 
 
+def _term_meshes(objectives) -> list:
+    """The meshes of the sharded terms and shared transforms in `objectives`."""
+    from .._sharding._chi2 import ShardedChi2
+    from .._sharding._forward import ShardedForward
+
+    kinds = (ShardedChi2, ShardedForward)
+    found = jax.tree.leaves(objectives, is_leaf=lambda x: isinstance(x, kinds))
+    return [x.mesh for x in found if isinstance(x, kinds)]
+
+
+def _survey_devices(objectives, devices) -> list:
+    """The devices a survey splits its configurations over: `devices`, else those
+    of the objectives' sharded terms (their rows stay split over them), else every
+    device. Sharded terms on other devices than `devices` are refused."""
+    meshes = _term_meshes(objectives)
+    if not meshes:
+        return list(jax.devices() if devices is None else devices)
+    term_devices = list(meshes[0].devices.flat)
+    if any(set(m.devices.flat) != set(term_devices) for m in meshes[1:]):
+        raise ValueError(
+            "the objectives' sharded terms are split over different sets of devices: "
+            "build them on one mesh (or meshes of the same devices)."
+        )
+    if devices is not None and set(devices) != set(term_devices):
+        raise ValueError(
+            f"`devices` ({list(devices)}) are not the devices the sharded terms are "
+            f"split over ({term_devices}): pass `devices=None` (the terms' devices), "
+            "or build the terms on a mesh of the survey's devices."
+        )
+    return term_devices
+
+
 def survey(
     objectives: Sequence[Callable],
     model: PyTree | Sequence[PyTree],
@@ -453,7 +485,7 @@ def survey(
     else:
         solvers = [as_solver(solver)] * n
     solver = solvers[0]
-    devices = list(jax.devices() if devices is None else devices)
+    devices = _survey_devices(objectives, devices)
     if not devices:
         raise ValueError("`devices` is empty.")
     if len(set(devices)) != len(devices):
@@ -501,9 +533,15 @@ def survey(
             "`jax.sharding.Mesh(devices, names)`), or solve each configuration with "
             "`solve`."
         )
-    shared_dev = jax.tree.map(
-        lambda x: jax.device_put(x, replicated) if eqx.is_array(x) else x, shared
-    )
+    def place(x):
+        if not eqx.is_array(x):
+            return x
+        sharding = getattr(x, "sharding", None)
+        if isinstance(sharding, NamedSharding) and not sharding.is_fully_replicated:
+            return x  # split over its rows by a sharded term: kept split
+        return jax.device_put(x, replicated)
+
+    shared_dev = jax.tree.map(place, shared)
 
     if auto:
         chunk_size = _auto_chunk(
@@ -548,7 +586,8 @@ def survey(
         }
         meta_path = folder / "survey.json"
         old = json.loads(meta_path.read_text()) if meta_path.exists() else None
-        if old is not None and old != meta and any(folder.glob("chunk_*.npz")):
+        finished = [p for p in folder.glob("chunk_*.npz") if ".tmp" not in p.name]
+        if old is not None and old != meta and finished:
             raise ValueError(
                 f"`checkpoint` folder {str(folder)!r} holds another survey "
                 f"({_differences(old, meta)}): use a new folder, or delete it to "
