@@ -15,18 +15,10 @@ from .._numerics import asarray
 from .._pulse import AbstractPulse
 from .._validation import is_concrete
 from ._base import AbstractForwardModel, check_pulse, prepare_points
-from ._nufft_ops import mark_varying_like, type2
+from ._nufft_ops import mark_varying_like, nufftax_module as _nufftax, type2
 
 
 BACKENDS = ("auto", "finufft", "nufftax")
-
-
-def _nufftax():
-    try:
-        import nufftax
-    except ImportError:  # pragma: no cover - depends on the environment
-        return None
-    return nufftax
 
 
 def _resolve_backend(backend, points) -> str:
