@@ -533,6 +533,7 @@ def survey(
             "`jax.sharding.Mesh(devices, names)`), or solve each configuration with "
             "`solve`."
         )
+
     def place(x):
         if not eqx.is_array(x):
             return x
