@@ -2,6 +2,7 @@
 
 import math
 import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -364,13 +365,36 @@ def test_stokes_i_and_linear_files(tmp_path, stokes0, n_stokes):
 
 
 # ------------------------------------------------------------------ bad files
-def test_missing_astropy_is_a_clear_error(monkeypatch):
+def test_uvfits_needs_no_astropy_and_fits_images_name_the_extra(
+    monkeypatch, local, tmp_path
+):
+    """uvfits files are read by eqmodels' own FITS reader; FITS images need
+    astropy, and say which extra installs it."""
     monkeypatch.setitem(sys.modules, "astropy", None)
     monkeypatch.setitem(sys.modules, "astropy.io", None)
+    d = eqm.load_uvfits(LOCAL)
+    assert np.array_equal(np.asarray(d.vis), np.asarray(local.vis))
+    assert np.array_equal(np.asarray(d.u), np.asarray(local.u))
+    assert d.station_names == local.station_names
+    grid = eqm.ImageGrid(4, 4, 1e-10)
     with pytest.raises(ImportError, match=r"eqmodels\[io\]"):
-        eqm.load_uvfits(LOCAL)
-    with pytest.raises(ImportError, match="astropy"):
-        eqm.save_fits(np.zeros((4, 4)), eqm.ImageGrid(4, 4, 1e-10), "x.fits")
+        eqm.save_fits(np.ones((4, 4)), grid, tmp_path / "x.fits")
+    with pytest.raises(ImportError, match=r"eqmodels\[io\]"):
+        eqm.load_fits(tmp_path / "x.fits")
+
+
+def test_loading_uvfits_does_not_import_astropy():
+    """A process that imports eqmodels and reads a uvfits file never imports
+    astropy (its import alone takes about 0.3 s)."""
+    code = (
+        "import sys, eqmodels as em; "
+        f"em.load_uvfits({str(LOCAL)!r}); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'astropy'))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout
 
 
 def test_missing_file(tmp_path):
@@ -390,12 +414,24 @@ def test_not_fits(tmp_path):
         eqm.load_uvfits(p)
 
 
-@pytest.mark.parametrize("keep", [1000, 50_000, 200_000, 224_000])
+@pytest.mark.parametrize("keep", [1000, 50_000, 200_000, 221_770])
 def test_truncated(tmp_path, keep):
+    """Cut inside the primary header (1000), the groups (50 000, 200 000) or the
+    last table's data (221 770): refused, naming the truncation."""
     p = tmp_path / "trunc.uvfits"
     p.write_bytes(LOCAL.read_bytes()[:keep])
-    with pytest.raises(ValueError, match="truncated|could not be read"):
+    with pytest.raises(ValueError, match="is truncated"):
         eqm.load_uvfits(p)
+
+
+def test_missing_final_padding_is_accepted(tmp_path, local):
+    """A file whose last data unit is complete but lacks the padding to a
+    2880-byte block (224 000 of 224 640 bytes) loads as the whole file."""
+    p = tmp_path / "unpadded.uvfits"
+    p.write_bytes(LOCAL.read_bytes()[:224_000])
+    d = eqm.load_uvfits(p)
+    assert np.array_equal(np.asarray(d.vis), np.asarray(local.vis))
+    assert d.bandwidth == local.bandwidth
 
 
 def test_corrupt_header(tmp_path):

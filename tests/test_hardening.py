@@ -297,10 +297,12 @@ def test_corrupted_uvfits_rows_are_flagged_and_counted(tmp_path, local):
 
 def test_uvfits_rows_with_nan_coordinates_count_as_flagged(tmp_path):
     edits = []
-    for g, k in ((10, 0), (20, 1), (30, 4), (40, 5)):  # UU, VV, DATE, DATE
+    # UU, VV, DATE, DATE, BASELINE (NaN), BASELINE (1e38: no integer)
+    for g, k in ((10, 0), (20, 1), (30, 4), (40, 5), (50, 3)):
         edits += [(_word(g, k), 0x7F), (_word(g, k) + 1, 0xC0)]
+    edits += [(_word(60, 3), 0x7E)]
     d = em.load_uvfits(_corrupt(tmp_path, edits))
-    assert d.n_flagged == 4 and d.n_rows == N_ROWS - 4
+    assert d.n_flagged == 6 and d.n_rows == N_ROWS - 6
 
 
 def test_uvfits_baseline_corrupted_into_an_autocorrelation_is_counted(tmp_path):

@@ -217,3 +217,47 @@ def test_corrupted_uvfits_loads_plausibly_or_is_refused(tmp_path, reference, edi
     assert np.all(d.uvdist * 299792458.0 / d.freq <= length * 1.001 + 10.0)
     assert np.abs(np.asarray(d.vis)).max() <= 1e6
     assert float(np.ptp(np.asarray(d.time))) <= 24.0 * 60
+
+
+@settings(
+    max_examples=500 if _EXPLORE else 40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    edits=st.lists(
+        st.tuples(
+            st.one_of(
+                st.integers(0, _DATA_START - 1),  # the primary header
+                st.integers(_DATA_END, max(len(_RAW), _DATA_END + 1) - 1),  # tables
+            ),
+            st.one_of(st.integers(32, 126), st.integers(0, 255)),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+# Found by the fuzzing that preceded this test (eqmodels' own FITS reader): a
+# STABXYZ byte giving a station 3.9e78 m from the Earth (a float32 overflow when
+# the data were stored without x64), and TFORM2 = '3A', whose strings reached a
+# float conversion as a bare ValueError without the file's name.
+@example(edits=[(-(-_DATA_END // 2880) * 2880 + 80 * 11 + 12, ord("A"))])
+def test_corrupted_uvfits_headers_and_tables_load_or_are_refused(
+    tmp_path, reference, edits
+):
+    """Corrupt header or table bytes: the file loads (every value finite, every
+    station on or near the Earth) or is refused with a `ValueError` naming it —
+    never another exception or a numpy warning."""
+    raw = bytearray(_RAW)
+    for offset, value in edits:
+        raw[offset] = value
+    path = tmp_path / "corrupt.uvfits"
+    path.write_bytes(bytes(raw))
+    try:
+        d = em.load_uvfits(path)
+    except ValueError as e:
+        assert "corrupt.uvfits" in str(e), e
+        return
+    for x in (d.u, d.v, d.vis, d.sigma, d.time, d.tint):
+        assert np.all(np.isfinite(np.asarray(x)))
+    assert np.all(np.linalg.norm(np.asarray(d.station_xyz), axis=1) <= 1e8)

@@ -9,8 +9,19 @@ import numpy as np
 
 from .._grid import ImageGrid
 from .._image._base import evaluated_on
-from ._uvfits import import_astropy_fits
 from ._visdata import check_ra_dec
+
+
+def import_astropy_fits():
+    """`astropy.io.fits`, or an ImportError naming the extra that installs it."""
+    try:
+        from astropy.io import fits
+    except ImportError as e:
+        raise ImportError(
+            "writing and reading FITS images needs astropy: "
+            "`pip install 'eqmodels[io]'` (or `pip install astropy`)."
+        ) from e
+    return fits
 
 
 def as_image_array(image, grid, name: str = "image") -> np.ndarray:

@@ -1,27 +1,23 @@
 """Reading calibrated uvfits (random-groups) files into `VisData`."""
 
 import os
-import warnings
 
 import numpy as np
 
+from ._fits import (
+    BinTable,
+    find,
+    FITSFormatError,
+    FITSTruncatedError,
+    random_groups,
+    read_fits,
+)
 from ._visdata import VisData
 
 
 # AIPS Stokes codes (AIPS memo 117).
 _STOKES = {1: "I", 2: "Q", 3: "U", 4: "V", -1: "RR", -2: "LL", -3: "RL", -4: "LR"}
 _STOKES.update({-5: "XX", -6: "YY", -7: "XY", -8: "YX"})
-
-
-def import_astropy_fits():
-    try:
-        from astropy.io import fits
-    except ImportError as e:
-        raise ImportError(
-            "reading and writing FITS files needs astropy: "
-            "`pip install 'eqmodels[io]'` (or `pip install astropy`)."
-        ) from e
-    return fits
 
 
 class UVFITSError(ValueError):
@@ -38,8 +34,8 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
       `σ_pol = 1/sqrt(Σ w)`;
     - Stokes `I = (RR + LL)/2` with `σ_I = ½ sqrt(σ_RR² + σ_LL²)` when both are
       present, the one present hand otherwise;
-    - rows where no polarisation has weight > 0, or whose u, v, date or
-      integration time is not finite (or the latter negative), and
+    - rows where no polarisation has weight > 0, or whose u, v, date,
+      integration time or baseline is not finite (or the time negative), and
       autocorrelations, are **dropped and counted** in `VisData.n_flagged` (every
       row of the file is either loaded or counted);
     - with `check=True` (default), rows no real observation can produce — signs
@@ -48,7 +44,9 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
       stations' positions in the AN table (`|(u, v)| λ > |r1 − r2| (1 + 1e-3) +
       10 m`, Earth rotation only shortens it), `|V| > 1e6` Jy, a sigma below
       `1e-6` of the file's median, or a date more than 30 days from the median;
-      if every row fails, the file is refused;
+      if every row fails, or the `AIPS AN` table puts a station more than
+      `MAX_STATION_RADIUS_M` (1e8 m) from the Earth's centre, the file is
+      refused;
     - `u, v` (stored in light-seconds) times the reference frequency (the AN
       table's `FREQ`, else the FREQ axis) give wavelengths;
     - `time` in hours since 0 h UTC of `mjd = floor(min JD - 2400000.5)`;
@@ -67,54 +65,53 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
     **Raises:** `FileNotFoundError` for a missing file; `ValueError` for a file
     that is not FITS, is truncated or corrupt, is not random-groups visibility
     data, lacks the `AIPS AN` table or a needed axis/parameter, or has no
-    unflagged Stokes I data. astropy is needed (the `io` extra).
+    unflagged Stokes I data. Read with eqmodels' own FITS reader (numpy only):
+    astropy is not needed.
     """
-    fits = import_astropy_fits()
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such uvfits file: {path!r}")
     if os.path.isdir(path):
         raise UVFITSError(f"{path!r} is a directory, not a uvfits file.")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            with fits.open(path, memmap=False) as hdul:
-                hdul.verify("silentfix")
-                parts = _read(hdul, path, check)
-        except UVFITSError:
-            raise
-        except Exception as e:  # astropy raises many types on bad files
-            truncated = any("truncated" in str(w.message) for w in caught)
-            what = "is truncated or corrupt" if truncated else "could not be read"
-            raise UVFITSError(
-                f"{path!r} {what} as a uvfits file ({type(e).__name__}: {e})."
-            ) from e
-    for w in caught:
-        if "truncated" in str(w.message):
-            raise UVFITSError(f"{path!r} is truncated: {w.message}")
+    try:
+        hdus = read_fits(path)
+        # Corrupt bytes can hold signalling NaNs (whose conversion to float64 sets
+        # numpy's "invalid" flag) and huge values; each such row is then caught by
+        # the finiteness and plausibility checks, so the flags are not warnings.
+        with np.errstate(invalid="ignore", over="ignore"):
+            parts = _read(hdus, path, check)
+    except UVFITSError:
+        raise
+    except FITSTruncatedError as e:
+        raise UVFITSError(f"{path!r} is truncated: {e}.") from e
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError) as e:
+        # FITSFormatError, and (a safety net) whatever else corrupt cards or
+        # columns make numpy raise: named as this file's problem.
+        what = "" if isinstance(e, FITSFormatError) else f"{type(e).__name__}: "
+        raise UVFITSError(
+            f"{path!r} could not be read as a uvfits file ({what}{e})."
+        ) from e
     return VisData(**parts)
 
 
-def _read(hdul, path, check=True) -> dict:
-    from astropy.io.fits import GroupsHDU
-
-    primary = hdul[0]
-    if not isinstance(primary, GroupsHDU) or primary.data is None:
+def _read(hdus, path, check=True) -> dict:
+    primary = hdus[0]
+    if not primary.is_groups or int(primary.header.get("GCOUNT", 1)) == 0:
         raise UVFITSError(
             f"{path!r} is a FITS file but not uvfits: its primary HDU holds no "
             "random-groups visibility data (GROUPS = T)."
         )
     header = primary.header
-    groups = primary.data
-    try:
-        an = hdul["AIPS AN"]
-    except KeyError:
+    groups = random_groups(primary)
+    an_hdu = find(hdus, "AIPS AN")
+    if an_hdu is None:
         raise UVFITSError(
             f"{path!r} has no 'AIPS AN' (antenna) table: station names and "
             "positions cannot be read."
         )
+    an = BinTable(an_hdu)
     for col in ("ANNAME", "STABXYZ", "NOSTA"):
-        if col not in an.columns.names:
+        if col not in an:
             raise UVFITSError(f"{path!r}: the AIPS AN table has no {col!r} column.")
 
     # -- axes of the DATA array (numpy order is reversed, axis 0 = groups) -----
@@ -150,9 +147,9 @@ def _read(hdul, path, check=True) -> dict:
             "(real, imaginary, weight)."
         )
     k = ctypes["STOKES"]
-    crval = header.get(f"CRVAL{k}", 1.0)
-    cdelt = header.get(f"CDELT{k}", 1.0)
-    crpix = header.get(f"CRPIX{k}", 1.0)
+    crval = header.number(f"CRVAL{k}", 1.0)
+    cdelt = header.number(f"CDELT{k}", 1.0)
+    crpix = header.number(f"CRPIX{k}", 1.0)
     codes = [int(round(crval + (i + 1 - crpix) * cdelt)) for i in range(raw.shape[3])]
     names = [_STOKES.get(c, str(c)) for c in codes]
     if "I" in names:
@@ -205,48 +202,66 @@ def _read(hdul, path, check=True) -> dict:
         for name in name_options:
             idx = [i for i, p in enumerate(parnames) if p == name]
             if idx:
-                return sum(np.asarray(groups.par(i), np.float64) for i in idx)
+                return sum(np.asarray(groups.params[i], np.float64) for i in idx)
         raise UVFITSError(
             f"{path!r}: no {name_options[0]!r} random parameter (have {parnames})."
         )
 
-    an_freq = an.header.get("FREQ")
+    an_freq = an_hdu.header.number("FREQ")
     if an_freq is None or not np.isfinite(an_freq) or an_freq <= 0:
-        an_freq = header.get(f"CRVAL{ctypes['FREQ']}")
+        an_freq = header.number(f"CRVAL{ctypes['FREQ']}")
     freq = float(an_freq)
     u = par(["UU---SIN", "UU", "UU--", "UU---NCP"]) * freq
     v = par(["VV---SIN", "VV", "VV--", "VV---NCP"]) * freq
     jd = par(["DATE"])
     tint = par(["INTTIM"]) if "INTTIM" in parnames else np.zeros(n)
     if "BASELINE" in parnames:
-        bl = par(["BASELINE"]).astype(np.int64)
+        bl, bl_ok = _as_index(par(["BASELINE"]))
         a1, a2 = bl // 256, bl % 256
     elif "ANTENNA1" in parnames and "ANTENNA2" in parnames:
-        a1 = par(["ANTENNA1"]).astype(np.int64)
-        a2 = par(["ANTENNA2"]).astype(np.int64)
+        a1, ok1 = _as_index(par(["ANTENNA1"]))
+        a2, ok2 = _as_index(par(["ANTENNA2"]))
+        bl_ok = ok1 & ok2
     else:
         raise UVFITSError(f"{path!r}: no BASELINE (or ANTENNA1/2) random parameter.")
 
     cross = a1 != a2
-    finite = np.isfinite(u) & np.isfinite(v) & np.isfinite(jd)
+    finite = np.isfinite(u) & np.isfinite(v) & np.isfinite(jd) & bl_ok
     finite &= np.isfinite(tint) & (tint >= 0)
     good = valid & cross & finite
-    # Every row not loaded is counted: no weight, a NaN/inf u, v, date or
-    # integration time, or an autocorrelation (which a corrupt BASELINE can also
+    # Every row not loaded is counted: no weight, a NaN/inf u, v, date, integration
+    # time or baseline, or an autocorrelation (which a corrupt BASELINE can also
     # produce: one byte turns 2-3 = 515 into 2-2 = 514).
     n_flagged = int(np.sum(~good))
     if not np.any(good):
         raise UVFITSError(
             f"{path!r}: every row is flagged (weight <= 0, or a non-finite u, v, "
-            "date or integration time) or an autocorrelation: no Stokes I data left."
+            "date, integration time or baseline) or an autocorrelation: no Stokes I "
+            "data left."
         )
 
     # -- stations -----------------------------------------------------------------
-    st_names = tuple(str(s).strip() for s in an.data["ANNAME"])
-    nosta = np.asarray(an.data["NOSTA"], np.int64)
-    xyz = np.asarray(an.data["STABXYZ"], np.float64).reshape(-1, 3)
-    centre = np.array([an.header.get(k, 0.0) for k in ("ARRAYX", "ARRAYY", "ARRAYZ")])
+    st_names = tuple(str(s).strip() for s in an.column("ANNAME"))
+    nosta, nosta_ok = _as_index(_real_column(an, "NOSTA", path))
+    xyz = _real_column(an, "STABXYZ", path).reshape(-1, 3)
+    if not (nosta_ok.all() and len(st_names) == len(nosta) == len(xyz)):
+        raise UVFITSError(
+            f"{path!r}: the AIPS AN table's ANNAME, NOSTA and STABXYZ columns do "
+            "not give one name, number and position per station: the table is "
+            "corrupt."
+        )
+    centre = np.array(
+        [an_hdu.header.number(k, 0.0) for k in ("ARRAYX", "ARRAYY", "ARRAYZ")]
+    )
     xyz = xyz + centre
+    far = ~(np.linalg.norm(xyz, axis=1) <= MAX_STATION_RADIUS_M)
+    if check and far.any():
+        i = int(np.flatnonzero(far)[0])
+        raise UVFITSError(
+            f"{path!r}: the AIPS AN table puts station {st_names[i]!r} at "
+            f"{xyz[i].tolist()} m, more than {MAX_STATION_RADIUS_M:g} m from the "
+            "Earth's centre: the table is corrupt; `check=False` loads it unchecked."
+        )
     lookup = {int(k): i for i, k in enumerate(nosta)}
     # Autocorrelations are dropped, but one naming an unknown antenna (a corrupt
     # BASELINE) must not vanish silently either.
@@ -285,16 +300,16 @@ def _read(hdul, path, check=True) -> dict:
 
     # -- header metadata ----------------------------------------------------------
     def header_angle(key, axis_name):
-        val = header.get(key)
+        val = header.number(key)
         if val is None and axis_name in ctypes:
-            val = header.get(f"CRVAL{ctypes[axis_name]}")
+            val = header.number(f"CRVAL{ctypes[axis_name]}")
         return float(val) if val is not None else 0.0
 
     # Degrees in [0, 360], as VisData takes them (a header may hold -10 for 350).
     ra = header_angle("OBSRA", "RA") % 360.0
     dec = header_angle("OBSDEC", "DEC")
     source = str(header.get("OBJECT", "unknown")).strip() or "unknown"
-    bandwidth = _bandwidth(hdul, header, ctypes, raw.shape[1], raw.shape[2])
+    bandwidth = _bandwidth(hdus, header, ctypes, raw.shape[1], raw.shape[2])
 
     order = np.lexsort((ant2, ant1, time))
     return dict(
@@ -324,6 +339,9 @@ MAX_AMPLITUDE_JY: float = 1e6
 MIN_SIGMA_FRACTION: float = 1e-6
 #: A row's date further than this from the file's median date is corrupt.
 MAX_DATE_SPREAD_DAYS: float = 30.0
+#: A station farther than this (m) from the Earth's centre is a corrupt AN table
+#: (ground stations are at about 6.4e6 m; orbiting ones have position 0).
+MAX_STATION_RADIUS_M: float = 1e8
 #: Relative and absolute (m) tolerance of the check |(u, v)| λ <= |baseline|.
 UV_TOLERANCE: tuple[float, float] = (1e-3, 10.0)
 _C = 299792458.0
@@ -347,13 +365,36 @@ def implausible_rows(u, v, vis, sigma, jd, xyz, ant1, ant2, freq) -> np.ndarray:
     return bad
 
 
-def _bandwidth(hdul, header, ctypes, n_if, n_chan) -> float:
-    try:
-        fq = hdul["AIPS FQ"]
-        total = np.asarray(fq.data["TOTAL BANDWIDTH"], np.float64).reshape(-1)
+def _real_column(table, name, path) -> np.ndarray:
+    """Column `name` of an AIPS table as float64, or a clear error when the table
+    stores something else there (a corrupt `TFORMn`)."""
+    col = table.column(name)
+    if col.dtype.kind not in "iuf":
+        raise UVFITSError(
+            f"{path!r}: the AIPS AN table's {name!r} column holds {col.dtype} "
+            "values, not numbers: the table is corrupt."
+        )
+    return np.asarray(col, np.float64)
+
+
+def _as_index(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`x` (a float parameter) as int64, 0 where it is not a finite number below
+    2³¹ in size (corrupt bytes), and the mask of the rows where it is."""
+    ok = np.isfinite(x) & (np.abs(x) < 2.0**31)
+    return np.where(ok, x, 0.0).astype(np.int64), ok
+
+
+def _bandwidth(hdus, header, ctypes, n_if, n_chan) -> float:
+    fq = find(hdus, "AIPS FQ")
+    if fq is not None:
+        try:
+            total = BinTable(fq).column("TOTAL BANDWIDTH")
+        except (KeyError, FITSFormatError):
+            total = np.zeros(0)
+        if total.dtype.kind not in "iuf":
+            total = np.zeros(0)
+        total = np.asarray(total, np.float64).reshape(-1)
         if total.size and np.all(np.isfinite(total)):
             return float(np.sum(total[:n_if]) if total.size >= n_if else total.sum())
-    except (KeyError, IndexError):
-        pass
-    cdelt = header.get(f"CDELT{ctypes['FREQ']}", 0.0)
+    cdelt = header.number(f"CDELT{ctypes['FREQ']}", 0.0)
     return float(abs(cdelt) * n_chan * n_if)
