@@ -10,7 +10,7 @@ import pytest
 from jax.sharding import Mesh
 
 import eqmodels as em
-from tests.helpers import assert_allclose
+from tests.helpers import assert_allclose, own_error
 from tests.test_terms import DATA_TERMS, GRID, IMAGES, products
 
 
@@ -64,3 +64,35 @@ def test_backend_errors():
 
     with pytest.raises(ValueError, match="opts"):
         em.NUFFT(GRID, u, v, backend="nufftax", opts=jax_finufft.options.Opts())
+
+
+@pytest.mark.parametrize("backend", ["finufft", "nufftax"])
+def test_empty_batches_have_empty_gradients(backend):
+    """A zero-size batch of images: values, gradients and the transpose are empty
+    arrays of the right shape (nufftax's spreader divided by the batch size)."""
+    u, v, vis, sigma = products()["vis"]
+    term = em.VisChi2(em.NUFFT(GRID, u, v, backend=backend), vis, sigma)
+    xs = jnp.zeros((0, GRID.ny, GRID.nx))
+    assert jax.vmap(term)(xs).shape == (0,)
+    assert jax.vmap(jax.grad(term))(xs).shape == (0, GRID.ny, GRID.nx)
+    fwd = term.forward
+    transpose = jax.linear_transpose(fwd, jnp.zeros(GRID.shape))
+    (adj,) = jax.vmap(transpose)(jnp.zeros((0,) + fwd.u.shape, jnp.complex128))
+    assert adj.shape == (0, GRID.ny, GRID.nx)
+
+
+def test_eps_as_a_float32_scalar_and_eps_errors():
+    """float32's floor `1e-6` given as a float32 scalar (9.99999997e-07) is
+    accepted; a string, or an `eps` traced under `jit`, is refused naming why."""
+    u, v = (x.astype(np.float32) for x in products()["vis"][:2])
+    for eps in (np.float32(1e-6), jnp.float32(1e-6), 1e-6):
+        assert em.NUFFT(GRID, u, v, eps=eps).eps == pytest.approx(1e-6, rel=1e-7)
+    with pytest.raises(ValueError, match="below what float32"):
+        em.NUFFT(GRID, u, v, eps=5e-7)
+    setup = "import jax; g = em.ImageGrid(8, 8, 1e-10); p = np.ones(3, np.float32)"
+    msg = own_error("em.NUFFT(g, p, p, eps='1e-6')", "TypeError", setup)
+    assert "must be a number" in msg, msg
+    msg = own_error(
+        "jax.jit(lambda e: em.NUFFT(g, p, p, eps=e).eps)(1e-3)", "TypeError", setup
+    )
+    assert "static" in msg, msg

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Complex, Float
 
-from .._custom_types import PointsLike
+from .._custom_types import PointsLike, RealLike
 from .._grid import ImageGrid
 from .._numerics import asarray
 from .._pulse import AbstractPulse
@@ -99,7 +99,7 @@ class NUFFT(AbstractForwardModel, strict=True):
         v: PointsLike,
         pulse: AbstractPulse | None = None,
         *,
-        eps: float | None = None,
+        eps: RealLike | None = None,
         opts=None,
         dtype=None,
         backend: str = "auto",
@@ -124,13 +124,19 @@ class NUFFT(AbstractForwardModel, strict=True):
         u, v, dtype = prepare_points(grid, u, v, dtype, "NUFFT")
         if eps is None:
             eps = 1e-6 if dtype == np.float32 else 1e-12
+        if isinstance(eps, (str, bytes, bool)) or not is_concrete(eps):
+            raise TypeError(
+                f"`eps` must be a number, set outside `jit` (it is static: a new value "
+                f"recompiles), got {eps!r}."
+            )
         try:
             eps = float(eps)
         except (TypeError, ValueError):
             raise TypeError(f"`eps` must be a float, got {eps!r}.")
         if not (math.isfinite(eps) and 0 < eps < 1):
             raise ValueError(f"`eps` must be in (0, 1), got {eps}.")
-        if dtype == np.float32 and eps < 1e-6:
+        # float32(1e-6) is 9.99999997e-07: the floor is compared in float32.
+        if dtype == np.float32 and np.float32(eps) < np.float32(1e-6):
             raise ValueError(
                 f"`eps`={eps} is below what float32 transforms reach; use eps >= 1e-6, "
                 "or float64 (`jax.config.update('jax_enable_x64', True)` first, then "

@@ -29,6 +29,7 @@ cotangent.
 """
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -79,6 +80,8 @@ def nufftax_module():
 
 def _type2_impl(f, py, px, *, backend, eps, ny, nx, opts):
     lead = f.shape[:-2]
+    if math.prod(lead) == 0:  # an empty batch (nufftax's spreader divides by it)
+        return jnp.zeros((*lead, py.shape[-1]), f.dtype)
     if backend == "finufft":
         import jax_finufft  # imported when first needed: 0.25 s of start-up
 
@@ -97,6 +100,8 @@ def _type2_impl(f, py, px, *, backend, eps, ny, nx, opts):
 
 def _type1_impl(c, py, px, *, backend, eps, ny, nx, opts):
     lead = c.shape[:-1]
+    if math.prod(lead) == 0:
+        return jnp.zeros((*lead, ny, nx), c.dtype)
     if backend == "finufft":
         import jax_finufft
 
@@ -181,8 +186,12 @@ def _batch(prim, args, dims, **params):
     return jax.lax.map(lambda a: prim.bind(*a, **params), tuple(args)), 0
 
 
+_STATIC = ("backend", "eps", "ny", "nx", "opts")
 for _prim, _abstract in ((TYPE2, _type2_abstract_eval), (TYPE1, _type1_abstract_eval)):
-    _prim.def_impl(_IMPLS[_prim])
+    # Outside `jit` a call runs the implementation compiled (and cached per shape
+    # and parameters), not op by op: 1.9 ms instead of 21–29 ms for a nufftax
+    # type-2 at 64² and 2,000 points.
+    _prim.def_impl(jax.jit(_IMPLS[_prim], static_argnames=_STATIC))
     _prim.def_abstract_eval(_abstract)
     mlir.register_lowering(_prim, mlir.lower_fun(_IMPLS[_prim], multiple_results=False))
     ad.primitive_jvps[_prim] = functools.partial(_jvp, _prim)
