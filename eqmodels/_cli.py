@@ -94,12 +94,19 @@ def _check_paths(ap: argparse.ArgumentParser, args) -> None:
             ap.error(f"{option} is empty: give a file name.")
         if out.is_dir():
             ap.error(f"{option} {path!r} is a folder: give a file name.")
+        if path.endswith(("/", os.sep)):
+            ap.error(f"{option} {path!r} names a folder: give a file name.")
         # The folder as the system will open it: `resolve()` would collapse
         # `missing/..` on paper, but opening the file goes through `missing`.
         if not out.parent.is_dir():
             ap.error(
                 f"{option} {path!r}: the folder {str(out.parent)!r} does not exist."
             )
+        # Writable (`os.access` reports a read-only file system even to root), and
+        # the file itself too when it exists: found now, not after the imaging.
+        target = out if out.exists() else out.parent
+        if not os.access(target, os.W_OK):
+            ap.error(f"{option} {path!r}: {str(target)!r} is not writable.")
     inputs = {pathlib.Path(p).resolve() for p in args.uvfits}
     if len(inputs) < len(args.uvfits):
         ap.error("a uvfits file is given twice: give each band once.")
@@ -221,7 +228,9 @@ def _image(args, t0) -> int:
         ra=data.ra,
         dec=data.dec,
         freq=data.band_freqs[0],
-        mjd=data.mjd,
+        # The day and the first timestamp's time of day, as eht-imaging dates
+        # its images (the pipeline's 2017-04-11 image: MJD 57854.02228).
+        mjd=data.mjd + float(data.time.min()) / 24.0,
         source=data.source,
         overwrite=True,
     )

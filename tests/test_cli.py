@@ -13,6 +13,8 @@ import pytest
 
 import eqmodels as em
 
+from .helpers import own_error
+
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAY_100 = ROOT / "tests" / "data" / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
@@ -56,6 +58,14 @@ def test_cli_fast(tmp_path):
     assert image.shape == (64, 64) and grid.shape == (64, 64)
     assert np.all(np.isfinite(image)) and image.min() >= 0
     assert abs(image.sum() - 0.6) < 0.06
+    # Dated as eht-imaging dates its images: the day plus the first timestamp's
+    # time of day (the header held the whole day only before).
+    from astropy.io import fits
+
+    data = em.load_uvfits(DAY_100)
+    mjd = fits.getheader(out)["MJD"]
+    assert mjd == pytest.approx(data.mjd + float(data.time.min()) / 24, abs=1e-9)
+    assert mjd > data.mjd
 
 
 def test_closure_score_reproduces_pipeline(shared_data):
@@ -168,6 +178,10 @@ def test_two_bands_self_calibrate_per_band(shared_data):
         (["{data}", "-o", "{tmp}/a.fits", "--fov", "inf"], "--fov must be at least"),
         (["{data}", "-o", ""], "-o/--output is empty"),
         (["{data}", "{data}", "-o", "{tmp}/a.fits"], "given twice"),
+        # From a review: a folder that does not exist yet, named with a trailing
+        # slash, passed (pathlib drops the slash) and failed at the final write.
+        (["{data}", "-o", "{tmp}/newdir/"], "-o/--output .* names a folder"),
+        (["{data}", "-o", "{tmp}/a.fits", "--png", "{tmp}/p/"], "--png .* names a"),
     ],
 )
 def test_cli_refuses_bad_arguments_before_imaging(tmp_path, capsys, args, message):
@@ -181,6 +195,22 @@ def test_cli_refuses_bad_arguments_before_imaging(tmp_path, capsys, args, messag
     err = capsys.readouterr().err
     assert re.search(message, err)
     assert "eqmodels image: error:" in err and "usage: eqmodels image" in err
+
+
+@pytest.mark.skipif(
+    not os.path.isdir("/proc/sys") or os.access("/proc/sys", os.W_OK),
+    reason="needs a folder no one may write to (Linux's /proc/sys)",
+)
+def test_cli_refuses_an_unwritable_output_folder_before_imaging(capsys):
+    """From a review: `-o` into a read-only folder ran the whole recipe, then
+    failed writing (root ignores permission bits, so /proc/sys stands in for a
+    read-only file system)."""
+    from eqmodels._cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["image", str(DAY_100), "-o", "/proc/sys/a.fits"])
+    assert exit_.value.code == 2
+    assert re.search("-o/--output .* is not writable", capsys.readouterr().err)
 
 
 def test_cli_reports_unreadable_data_without_a_traceback(tmp_path, capsys):
@@ -285,3 +315,27 @@ def test_cli_plot_failure_is_one_error_line(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "--png" in err and "RuntimeError: no backend" in err and str(out) in err
     assert "Traceback" not in err and out.is_file()
+
+
+@pytest.mark.parametrize(
+    "call, exc, message",
+    [
+        ("npix=32.7", "ValueError", "`npix` must be an int >= 1, got 32.7"),
+        ("npix=True", "ValueError", "`npix` must be an int >= 1, got True"),
+        ("npix=None", "ValueError", "`npix` must be an int >= 1, got None"),
+        ("fov=None", "TypeError", "`fov` must be a number of µas, got None"),
+        ("fov='128'", "TypeError", "`fov` must be a number of µas"),
+    ],
+)
+def test_image_m87_refuses_bad_arguments(call, exc, message):
+    """From a review: `npix=32.7` imaged 32², `npix=True` 1×1, and a `fov` that is
+    not a number raised a bare comparison error."""
+    msg = own_error(f"em.image_m87({str(DAY_100)!r}, {call})", exc)
+    assert msg is not None and message in msg, msg
+
+
+def test_image_m87_names_what_it_takes_for_data():
+    """From a review: `image_m87(123)` raised "'int' object is not iterable"."""
+    setup = "import jax; jax.config.update('jax_enable_x64', True)"
+    msg = own_error("em.image_m87(123)", "TypeError", setup)
+    assert msg == "expected a uvfits path or a VisData, got int.", msg

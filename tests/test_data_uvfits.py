@@ -577,8 +577,9 @@ def test_save_fits_errors(tmp_path):
     # argument too.)
     with pytest.raises((TypeError, ValueError), match="freq"):
         eqm.save_fits(np.zeros(grid.shape), grid, p, freq="230e9")
-    with pytest.raises((TypeError, ValueError), match="mjd"):
-        eqm.save_fits(np.zeros(grid.shape), grid, p, mjd=57854.7)
+    for mjd in (-1, float("nan"), "57854"):
+        with pytest.raises((TypeError, ValueError), match="mjd"):
+            eqm.save_fits(np.zeros(grid.shape), grid, p, mjd=mjd)
     with pytest.raises(TypeError, match="source"):
         eqm.save_fits(np.zeros(grid.shape), grid, p, source=5)
     eqm.save_fits(np.zeros(grid.shape), grid, p)

@@ -60,7 +60,7 @@ def save_fits(
     ra: float | int = 0.0,
     dec: float | int = 0.0,
     freq: float | int | None = None,
-    mjd: int | None = None,
+    mjd: int | float | None = None,
     source: str = "unknown",
     overwrite: bool = False,
 ) -> None:
@@ -81,7 +81,10 @@ def save_fits(
     - `path`: output file.
     - `ra`, `dec`: phase-centre position in degrees.
     - `freq`: observing frequency in Hz (written as the `FREQ` header keyword);
-      `mjd`: written as `MJD-OBS` (and `MJD`, which eht-imaging reads); `source`: `OBJECT`.
+      `mjd`: the date as a modified Julian date, whole (a `VisData.mjd`) or with
+      the time of day as its fraction (`data.mjd + t / 24` for `t` hours, as
+      eht-imaging dates its images), written as `MJD-OBS` (and `MJD`, which
+      eht-imaging reads); `source`: `OBJECT`.
     - `overwrite`: replace an existing file.
     """
     fits = import_astropy_fits()
@@ -96,10 +99,13 @@ def save_fits(
     ):
         raise ValueError(f"`freq` must be a positive frequency in Hz, got {freq!r}.")
     if mjd is not None and (
-        isinstance(mjd, bool) or not isinstance(mjd, numbers.Integral) or mjd < 0
+        isinstance(mjd, bool)
+        or not isinstance(mjd, numbers.Real)
+        or not (math.isfinite(mjd) and mjd >= 0)
     ):
         raise ValueError(
-            f"`mjd` must be a whole day number >= 0 (a `VisData.mjd`), got {mjd!r}."
+            f"`mjd` must be a modified Julian date >= 0 (a `VisData.mjd`, plus the "
+            f"time of day / 24 if wanted), got {mjd!r}."
         )
     if not isinstance(source, str):
         raise TypeError(f"`source` must be a string (the OBJECT name), got {source!r}.")

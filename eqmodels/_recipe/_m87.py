@@ -133,8 +133,8 @@ def load_bands(paths_or_data) -> VisData:
     of day and frequency whatever the order given: the lowest band is band 0 (the
     pipeline shifts the others' times), so the image does not depend on the order
     of the files."""
-    if isinstance(paths_or_data, VisData | str | os.PathLike):
-        paths_or_data = [paths_or_data]
+    if not isinstance(paths_or_data, list | tuple):
+        paths_or_data = [paths_or_data]  # one data set, or `_as_data`'s TypeError
     parts = [_as_data(x).scan_average() for x in paths_or_data]
     if not parts:
         raise ValueError("give at least one uvfits file or VisData.")
@@ -334,13 +334,22 @@ def image_m87(
     (seconds in data preparation, self-calibration, building objectives, imaging).
     """
     say = log if log is not None else (lambda line: None)
-    for name, value, low in (("iterations", iterations, 1), ("restarts", restarts, 0)):
+    if npix is None:
+        raise ValueError("`npix` must be an int >= 1, got None.")
+    for name, value, low in (
+        ("npix", npix, 1),
+        ("iterations", iterations, 1),
+        ("restarts", restarts, 0),
+    ):
         if value is not None and (
             isinstance(value, bool)
             or not isinstance(value, int | np.integer)
             or value < low
         ):
             raise ValueError(f"`{name}` must be an int >= {low}, got {value!r}.")
+    real = int | float | np.integer | np.floating
+    if isinstance(fov, bool) or not isinstance(fov, real):
+        raise TypeError(f"`fov` must be a number of µas, got {fov!r}.")
     iterations = (30 if fast else 100) if iterations is None else int(iterations)
     restarts = (1 if fast else 3) if restarts is None else int(restarts)
     if not jax.config.read("jax_enable_x64"):
