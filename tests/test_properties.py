@@ -174,6 +174,21 @@ _RAW = UVFITS.read_bytes() if UVFITS.exists() else b""
 _DATA_START, _DATA_END = 8640, 8640 + 84 * 2367
 
 
+def _load_corrupted(tmp_path, edits):
+    """The test file with the bytes `edits` (offset, value) changed, loaded; `None`
+    if it is refused, which must be a `ValueError` naming the file."""
+    raw = bytearray(_RAW)
+    for offset, value in edits:
+        raw[offset] = value
+    path = tmp_path / "corrupt.uvfits"
+    path.write_bytes(bytes(raw))
+    try:
+        return em.load_uvfits(path)
+    except ValueError as e:
+        assert "corrupt.uvfits" in str(e), e
+        return None
+
+
 @pytest.fixture(scope="module")
 def reference():
     pytest.importorskip("astropy")
@@ -197,15 +212,8 @@ def reference():
 # dropped without counting it.
 @example(edits=[(_DATA_START + 84 * 5 + 4 * 3 + 2, 0x80)])
 def test_corrupted_uvfits_loads_plausibly_or_is_refused(tmp_path, reference, edits):
-    raw = bytearray(_RAW)
-    for offset, value in edits:
-        raw[offset] = value
-    path = tmp_path / "corrupt.uvfits"
-    path.write_bytes(bytes(raw))
-    try:
-        d = em.load_uvfits(path)
-    except ValueError as e:
-        assert "corrupt.uvfits" in str(e), e
+    d = _load_corrupted(tmp_path, edits)
+    if d is None:
         return
     # Every row kept is finite and physically plausible; every row is accounted for.
     assert d.n_rows + d.n_flagged == reference.n_rows
@@ -248,15 +256,8 @@ def test_corrupted_uvfits_headers_and_tables_load_or_are_refused(
     """Corrupt header or table bytes: the file loads (every value finite, every
     station on or near the Earth) or is refused with a `ValueError` naming it —
     never another exception or a numpy warning."""
-    raw = bytearray(_RAW)
-    for offset, value in edits:
-        raw[offset] = value
-    path = tmp_path / "corrupt.uvfits"
-    path.write_bytes(bytes(raw))
-    try:
-        d = em.load_uvfits(path)
-    except ValueError as e:
-        assert "corrupt.uvfits" in str(e), e
+    d = _load_corrupted(tmp_path, edits)
+    if d is None:
         return
     for x in (d.u, d.v, d.vis, d.sigma, d.time, d.tint):
         assert np.all(np.isfinite(np.asarray(x)))
