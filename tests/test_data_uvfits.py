@@ -789,3 +789,23 @@ def test_load_fits_refuses_swapped_axes(tmp_path):
     fits.PrimaryHDU(data, header).writeto(tmp_path / "b.fits")
     with pytest.raises(ValueError, match="RA along axis 1 and Dec along axis 2"):
         eqm.load_fits(tmp_path / "b.fits")
+
+
+def test_implausible_header_values_are_refused_naming_the_file(tmp_path):
+    """From a review of the FITS reader: an AN-table FREQ of 1e308 (and no usable
+    FREQ axis) loaded u, v of inf; a header's OBSDEC of 1e21 raised VisData's
+    error without the file's name."""
+
+    def freq(h):
+        h["AIPS AN"].header["FREQ"] = 1e308
+        h[0].header["CRVAL4"] = -1.0
+
+    with pytest.raises(ValueError, match=r"edited.uvfits.*not a radio frequency"):
+        eqm.load_uvfits(_edit_copy(tmp_path, freq))
+
+    def dec(h):
+        h[0].header["OBSDEC"] = 1e21
+
+    (tmp_path / "dec").mkdir()
+    with pytest.raises(ValueError, match=r"edited.uvfits.*`dec` must be in degrees"):
+        eqm.load_uvfits(_edit_copy(tmp_path / "dec", dec))

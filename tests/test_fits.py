@@ -144,9 +144,7 @@ def test_scaled_groups_and_table_columns_match_astropy(tmp_path):
         _same_array(table.column("BYTE"), t["BYTE"])
         _same_array(table.column("CPLX"), t["CPLX"])
         _same_array(table.column("XYZ"), t["XYZ"])
-        # X columns: the bytes holding the bits, first bit the most significant.
-        bits = np.unpackbits(table.column("BITS"), axis=1)[:, :11].astype(bool)
-        assert np.array_equal(bits, np.asarray(t["BITS"]))
+        _same_array(table.column("BITS"), t["BITS"])  # bits as booleans
     assert hdus[0].header["OBJECT"] == "it''s"
 
 
@@ -166,8 +164,14 @@ def test_header_values():
     assert F.parse_value("        / only a comment") is None
     with pytest.raises(F.FITSFormatError, match="unterminated"):
         F.parse_value("'no end")
-    with pytest.raises(F.FITSFormatError, match="unreadable"):
-        F.parse_value("1.2.3")
+    # Only FITS's number syntax (Python's `float` takes `1_0.0`, `nan`, `inf`),
+    # and only finite values.
+    for bad in ("1.2.3", "1_0.0", "nan", "inf", "-Infinity", "0x10", "1e"):
+        with pytest.raises(F.FITSFormatError, match="unreadable"):
+            F.parse_value(bad)
+    with pytest.raises(F.FITSFormatError, match="beyond float64"):
+        F.parse_value("1E+400")
+    assert F.parse_value(".5") == 0.5 and F.parse_value("+3.") == 3.0
 
 
 def _block(*cards):
@@ -267,3 +271,56 @@ def test_bad_table_columns_are_refused(tmp_path):
     with pytest.raises(F.FITSFormatError, match="not a binary table"):
         F.BinTable(hdus[0])
     assert F.find(hdus, "nothing") is None
+
+
+def test_commentary_malformed_and_continued_cards(tmp_path):
+    """From a review: commentary cards whose text starts with `= ` are free text;
+    a malformed card refuses a file only when it is used (naming it); a value with
+    no blank after `=` is not silently absent; CONTINUE cards extend a string."""
+    cards = [
+        "SIMPLE  =                    T",
+        "BITPIX  =                    8",
+        "NAXIS   =                    0",
+        "COMMENT = calibrated with 'HOPS",
+        "HISTORY = 1_0.0",
+        "        = 'blank keyword'",
+        "DATE-OBS= 2017-04-10",
+        "PSCAL1  =4.4E-12",
+        "OBJECT  = 'M87 core observed by the&'",
+        "CONTINUE  ' Event Horizon &'",
+        "CONTINUE  'Telescope'",
+        "ORIGIN  = 'x&'",
+    ]
+    path = tmp_path / "cards.fits"
+    path.write_bytes(_block(*cards))
+    (hdu,) = F.read_fits(path)
+    h = hdu.header
+    assert "COMMENT" not in h and "HISTORY" not in h and "" not in h
+    assert h["OBJECT"] == "M87 core observed by the Event Horizon Telescope"
+    assert h["ORIGIN"] == "x&"  # no CONTINUE after it
+    with pytest.raises(F.FITSFormatError, match="card DATE-OBS: unreadable"):
+        h.get("DATE-OBS")
+    with pytest.raises(F.FITSFormatError, match="PSCAL1 has no blank after"):
+        h.number("PSCAL1")
+
+
+@pytest.mark.parametrize(
+    "form, zero, values",
+    [
+        ("1I", 32768, np.array([0, 1, 65535], np.uint16)),
+        ("1J", 2**31, np.array([0, 7, 2**32 - 1], np.uint32)),
+        ("1K", 2**63, np.array([0, 2**63 + 1, 2**64 - 1], np.uint64)),
+    ],
+)
+def test_offset_integers_are_exact(tmp_path, form, zero, values):
+    """Integers offset by half their range (FITS's unsigned convention) come back
+    exactly, as astropy gives them, not rounded in float64."""
+    path = tmp_path / "unsigned.fits"
+    col = fits.Column("X", form, array=values, bzero=zero)
+    fits.HDUList([fits.PrimaryHDU(), fits.BinTableHDU.from_columns([col])]).writeto(
+        path
+    )
+    ours = F.BinTable(F.read_fits(path)[1]).column("X")
+    with fits.open(path) as hdul:
+        _same_array(ours, hdul[1].data["X"])
+    assert np.array_equal(ours, values)

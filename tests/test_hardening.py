@@ -570,3 +570,19 @@ def test_ring_whose_only_bright_pixel_has_no_flux_stays_finite():
     img = _finite_value_and_grad(model)
     assert np.all(img >= 0)
     assert_allclose(float(jnp.sum(img)), 0.6, rtol=1e-14)
+
+
+def test_uvfits_rows_beyond_float32_are_flagged(tmp_path):
+    """A row whose scaled integration time exceeds float32 (which VisData holds
+    without x64) is corrupt: dropped and counted, not loaded as inf."""
+    card = b"PSCAL7  =                  1.0"
+    assert UVFITS.read_bytes().count(card) == 1  # INTTIM's scale
+    edits = []
+    for g in (3, 4):  # INTTIM = float32 max (0x7F7FFFFF)
+        edits += [(_word(g, 6) + i, b) for i, b in enumerate((0x7F, 0x7F, 0xFF, 0xFF))]
+    path = _corrupt(tmp_path, edits)
+    raw = path.read_bytes()
+    path.write_bytes(raw.replace(card, b"PSCAL7  =                  2.0"))
+    d = em.load_uvfits(path)
+    assert d.n_flagged == 2 and d.n_rows == N_ROWS - 2
+    assert np.all(np.isfinite(np.asarray(d.tint, np.float32)))

@@ -6,7 +6,8 @@ parameters, and the columns of binary-table extensions (the `AIPS AN` and `AIPS 
 tables). Values are scaled as the standard says (`PSCALn`/`PZEROn` for group
 parameters, `BSCALE`/`BZERO` for the groups' data, `TSCALn`/`TZEROn` for table
 columns), in float64; unscaled values keep the file's type. `tests/test_fits.py`
-checks every array against astropy's, bit for bit, on the public EHT files.
+checks every array against astropy's, bit for bit, on the public EHT files (astropy
+8 ignores a `BZERO` on random groups; this reader applies it, as the standard says).
 
 What it does not read (uvfits files do not use it): variable-length table columns
 (`P`/`Q` formats), ASCII tables, compressed images. Images are written and read
@@ -55,23 +56,51 @@ class FITSTruncatedError(FITSFormatError):
 
 class Header:
     """The keyword → value cards of one HDU (first occurrence wins; keywords
-    upper-cased; commentary cards such as `HISTORY` are not kept)."""
+    upper-cased; commentary cards such as `HISTORY` are not kept).
 
-    def __init__(self, cards: dict[str, Any]):
-        self._cards = cards
+    A value is parsed when it is first asked for, so a malformed card that is
+    never used (a `DATE-OBS` without quotes) does not make a file unreadable; one
+    that is used raises a `FITSFormatError` naming it.
+    """
+
+    def __init__(self, cards: dict[str, str], continued: dict[str, list[str]]):
+        self._raw = cards  # key -> the value field (columns 11-80), or _MALFORMED
+        self._continued = continued  # key -> CONTINUE cards' value fields
+        self._parsed: dict[str, Any] = {}
+
+    def _value(self, key: str) -> Any:
+        key = key.upper()
+        if key not in self._parsed:
+            raw = self._raw[key]
+            if raw is _MALFORMED:
+                raise FITSFormatError(
+                    f"card {key} has no blank after its '=': not a valid value card"
+                )
+            try:
+                value = parse_value(raw)
+                if isinstance(value, str):
+                    for more in self._continued.get(key, ()):
+                        if not value.endswith("&"):
+                            break
+                        value = value[:-1] + parse_value(more)
+            except FITSFormatError as e:
+                raise FITSFormatError(f"card {key}: {e}") from None
+            self._parsed[key] = value
+        return self._parsed[key]
 
     def get(self, key: str, default: Any = None) -> Any:
-        value = self._cards.get(key.upper(), default)
+        if key.upper() not in self._raw:
+            return default
+        value = self._value(key)
         return default if value is None else value
 
     def __getitem__(self, key: str) -> Any:
-        try:
-            return self._cards[key.upper()]
-        except KeyError:
-            raise KeyError(f"no {key!r} card in the header") from None
+        if key.upper() not in self._raw:
+            raise KeyError(f"no {key!r} card in the header")
+        return self._value(key)
 
     def __contains__(self, key: str) -> bool:
-        return key.upper() in self._cards
+        return key.upper() in self._raw
 
     def number(self, key: str, default: Any = None) -> Any:
         """Card `key` as a float (`default` when absent or without a value), or a
@@ -95,12 +124,21 @@ class Header:
         return value
 
     def keys(self):
-        return self._cards.keys()
+        return self._raw.keys()
+
+
+_MALFORMED = object()
+# Keywords whose cards hold free text even when columns 9-10 read "= " (FITS 4.0,
+# section 4.4.2.4): never parsed as values.
+_COMMENTARY = frozenset({"", "COMMENT", "HISTORY", "CONTINUE"})
+# FITS 4.0's number syntax (section 4.2.3/4.2.4): `float()` alone would also take
+# `1_0.0`, `nan` or `inf`.
+_FLOAT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([EDed][+-]?\d+)?$")
 
 
 def parse_value(text: str) -> Any:
     """The value of a card from its value field (columns 11–80): a string (quotes
-    undone, trailing blanks dropped), `True`/`False`, an int, a float (`D`
+    undone, trailing blanks dropped), `True`/`False`, an int, a finite float (`D`
     exponents too), a complex `(re, im)`, or `None` (no value)."""
     s = text.lstrip()
     if s.startswith("'"):
@@ -132,16 +170,21 @@ def parse_value(text: str) -> Any:
 
 
 def _float(s: str) -> float:
-    try:
-        return float(s.strip().replace("D", "E").replace("d", "e"))
-    except ValueError:
-        raise FITSFormatError(f"unreadable card value {s.strip()!r}") from None
+    s = s.strip()
+    if not _FLOAT_RE.match(s):
+        raise FITSFormatError(f"unreadable card value {s!r}")
+    value = float(s.replace("D", "E").replace("d", "e"))
+    if not math.isfinite(value):
+        raise FITSFormatError(f"card value {s!r} is beyond float64's range")
+    return value
 
 
 def parse_header(raw: bytes, start: int) -> tuple[Header, int]:
     """The header that begins at byte `start` of `raw`, and the offset of the block
     after its `END` card."""
     cards: dict[str, Any] = {}
+    continued: dict[str, list[str]] = {}
+    last = None  # the last value card, which CONTINUE cards extend
     pos = start
     while True:
         block = raw[pos : pos + BLOCK]
@@ -155,9 +198,19 @@ def parse_header(raw: bytes, start: int) -> tuple[Header, int]:
             card = text[i : i + CARD]
             key = card[:8].rstrip().upper()
             if key == "END":
-                return Header(cards), pos
-            if card[8:10] == "= " and key not in cards:
-                cards[key] = parse_value(card[10:])
+                return Header(cards, continued), pos
+            if key == "CONTINUE":
+                if last is not None:
+                    continued.setdefault(last, []).append(card[8:])
+                continue
+            last = None
+            if key in _COMMENTARY or key in cards:
+                continue
+            if card[8:10] == "= ":
+                cards[key] = card[10:]
+                last = key
+            elif card[8:9] == "=":
+                cards[key] = _MALFORMED
 
 
 def _data_bytes(h: Header) -> int:
@@ -245,13 +298,29 @@ def native(x: np.ndarray) -> np.ndarray:
     return x.astype(x.dtype.newbyteorder("="))
 
 
+# The FITS convention for unsigned integers: an offset of half the type's range,
+# applied exactly (section 5.2.5) rather than in float64 (as astropy does).
+_UNSIGNED = {
+    np.dtype("int16"): (2**15, np.uint16),
+    np.dtype("int32"): (2**31, np.uint32),
+    np.dtype("int64"): (2**63, np.uint64),
+}
+
+
 def _scaled(x: np.ndarray, scale, zero) -> np.ndarray:
     """`x · scale + zero` in float64, or `x` (in native byte order) when the scaling
-    is the identity."""
+    is the identity; integers offset by half their range are returned exactly, as
+    the unsigned type they encode."""
     scale = 1.0 if scale is None else scale
     zero = 0.0 if zero is None else zero
+    x = native(x)
     if scale == 1 and zero == 0:
-        return native(x)
+        return x
+    offset, target = _UNSIGNED.get(x.dtype, (None, None))
+    if scale == 1 and zero == offset:
+        n = x.dtype.itemsize
+        sign_bit = np.array(1 << (8 * n - 1), f"u{n}").view(target)
+        return x.view(target) ^ sign_bit
     return x.astype(np.float64) * scale + zero
 
 
@@ -351,7 +420,8 @@ class BinTable:
             return np.array([b.decode("ascii", "replace").rstrip() for b in col])
         if code == "L":
             return col == b"T"
-        if code == "X":
-            return np.array(col, np.uint8)
+        if code == "X":  # bits, first the most significant, as booleans
+            bits = np.unpackbits(np.array(col, np.uint8), axis=-1)
+            return bits[..., :repeat].astype(bool)
         h = self._hdu.header
         return _scaled(native(col), h.number(f"TSCAL{i}"), h.number(f"TZERO{i}"))

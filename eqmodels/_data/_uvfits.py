@@ -1,5 +1,6 @@
 """Reading calibrated uvfits (random-groups) files into `VisData`."""
 
+import math
 import os
 
 import numpy as np
@@ -80,6 +81,9 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
         # the finiteness and plausibility checks, so the flags are not warnings.
         with np.errstate(invalid="ignore", over="ignore"):
             parts = _read(hdus, path, check)
+        # Inside the `try`: what VisData refuses (a header's OBSDEC of 1e21) is
+        # this file's problem, and says so.
+        return VisData(**parts)
     except UVFITSError:
         raise
     except FITSTruncatedError as e:
@@ -91,7 +95,6 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
         raise UVFITSError(
             f"{path!r} could not be read as a uvfits file ({what}{e})."
         ) from e
-    return VisData(**parts)
 
 
 def _read(hdus, path, check=True) -> dict:
@@ -210,7 +213,13 @@ def _read(hdus, path, check=True) -> dict:
     an_freq = an_hdu.header.number("FREQ")
     if an_freq is None or not np.isfinite(an_freq) or an_freq <= 0:
         an_freq = header.number(f"CRVAL{ctypes['FREQ']}")
-    freq = float(an_freq)
+    freq = float(an_freq) if an_freq is not None else math.nan
+    if not MIN_FREQ_HZ <= freq <= MAX_FREQ_HZ:
+        raise UVFITSError(
+            f"{path!r}: the reference frequency ({freq:g} Hz, the AIPS AN table's "
+            "FREQ, else the FREQ axis' CRVAL) is not a radio frequency between "
+            f"{MIN_FREQ_HZ:g} and {MAX_FREQ_HZ:g} Hz: the header is corrupt."
+        )
     u = par(["UU---SIN", "UU", "UU--", "UU---NCP"]) * freq
     v = par(["VV---SIN", "VV", "VV--", "VV---NCP"]) * freq
     jd = par(["DATE"])
@@ -226,8 +235,10 @@ def _read(hdus, path, check=True) -> dict:
         raise UVFITSError(f"{path!r}: no BASELINE (or ANTENNA1/2) random parameter.")
 
     cross = a1 != a2
-    finite = np.isfinite(u) & np.isfinite(v) & np.isfinite(jd) & bl_ok
-    finite &= np.isfinite(tint) & (tint >= 0)
+    # Finite, and within float32's range (VisData holds float32 without x64).
+    big = float(np.finfo(np.float32).max)
+    finite = (np.abs(u) <= big) & (np.abs(v) <= big) & (np.abs(jd) <= 1e37) & bl_ok
+    finite &= (tint >= 0) & (tint <= big)
     good = valid & cross & finite
     # Every row not loaded is counted: no weight, a NaN/inf u, v, date, integration
     # time or baseline, or an autocorrelation (which a corrupt BASELINE can also
@@ -235,9 +246,9 @@ def _read(hdus, path, check=True) -> dict:
     n_flagged = int(np.sum(~good))
     if not np.any(good):
         raise UVFITSError(
-            f"{path!r}: every row is flagged (weight <= 0, or a non-finite u, v, "
-            "date, integration time or baseline) or an autocorrelation: no Stokes I "
-            "data left."
+            f"{path!r}: every row is flagged (weight <= 0, or a u, v, date, "
+            "integration time or baseline that is not finite or beyond float32's "
+            "range) or an autocorrelation: no Stokes I data left."
         )
 
     # -- stations -----------------------------------------------------------------
@@ -339,6 +350,9 @@ MAX_AMPLITUDE_JY: float = 1e6
 MIN_SIGMA_FRACTION: float = 1e-6
 #: A row's date further than this from the file's median date is corrupt.
 MAX_DATE_SPREAD_DAYS: float = 30.0
+#: The reference frequencies (Hz) a file may give: radio, 1 MHz to 10 THz.
+MIN_FREQ_HZ: float = 1e6
+MAX_FREQ_HZ: float = 1e13
 #: A station farther than this (m) from the Earth's centre is a corrupt AN table
 #: (ground stations are at about 6.4e6 m; orbiting ones have position 0).
 MAX_STATION_RADIUS_M: float = 1e8
