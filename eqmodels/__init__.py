@@ -103,6 +103,7 @@ from ._regularizers._sparsity import L1 as L1, WeightedL1 as WeightedL1
 from ._sharding._chi2 import ShardedChi2 as ShardedChi2
 from ._sharding._forward import ShardedForward as ShardedForward
 from ._solvers._cache import enable_compilation_cache as enable_compilation_cache
+from ._solvers._common import is_real_float_array as is_real_float_array
 from ._solvers._jacobian import residual_jacobian as residual_jacobian
 from ._solvers._scipy import solve_scipy as solve_scipy
 from ._solvers._solve import Solution as Solution, solve as solve
@@ -220,6 +221,7 @@ __all__ = [
     "image_in_units",
     "image_m87",
     "ImageGrid",
+    "is_real_float_array",
     "L1",
     "LBFGS",
     "LevenbergMarquardt",

@@ -13,7 +13,7 @@ import pytest
 import eqmodels as em
 from eqmodels._solvers import _solve
 from eqmodels._solvers._residuals import objective_residuals
-from tests.helpers import assert_allclose
+from tests.helpers import assert_allclose, own_error, run_without_x64
 from tests.reference import numpy_ft, regularizers as rr
 
 
@@ -645,3 +645,82 @@ def test_a_single_nan_in_the_start_gradient_stops_at_once(solver):
     assert sol.reason == "nonfinite"
     assert int(sol.steps) == 0
     assert np.all(np.isfinite(np.asarray(sol.model.params)))
+
+
+def test_levenberg_marquardt_stops_at_a_float32_minimum():
+    """From a review: in float32 (JAX's default), once LM reaches the minimum every
+    step is rejected at rounding level; a rejected step never ended the solve, so
+    it ran all `max_steps` Jacobians (λ growing until it overflowed) and reported
+    `max_steps`. It now stops with `ftol` when its model predicts no decrease
+    worth `ftol`, where Gauss-Newton stops."""
+    code = """
+import json, numpy as np, eqmodels as em
+from tests.reference import numpy_ft
+grid = em.ImageGrid.from_fov(6, 128.0)
+rng = np.random.default_rng(0)
+u, v = rng.uniform(-0.35, 0.35, (2, 50)) / grid.psize
+noise = rng.standard_normal(50) + 1j * rng.standard_normal(50)
+vis = numpy_ft.dft_matrix(6, 6, grid.psize, u, v) @ rng.uniform(0.2, 1, 36)
+vis = (vis + 0.05 * noise).astype(np.complex64)
+term = em.VisChi2(em.DirectFT(grid, u, v, dtype=np.float32), vis,
+                  np.full(50, 0.07, np.float32))
+obj = term + 0.3 * em.TSV(grid)
+GRID = grid
+f32 = np.float32
+model = em.PixelImage(GRID, np.full(GRID.shape, 0.5, f32), transform="identity")
+out = {}
+for name, solver in (("lm", em.LevenbergMarquardt()), ("gn", em.GaussNewton())):
+    sol = em.solve(obj, model, solver, max_steps=1000, ftol=1e-6)
+    out[name] = [sol.reason, int(sol.steps), float(sol.value)]
+print(json.dumps(out))
+"""
+    out = run_without_x64(code)
+    (lm_reason, lm_steps, lm_value), (gn_reason, _, gn_value) = out["lm"], out["gn"]
+    assert lm_reason == "ftol" and lm_steps < 20, out
+    assert gn_reason == "ftol"
+    assert abs(lm_value - gn_value) <= 1e-5 * gn_value
+
+
+class _WithComplexConstant(em.AbstractImageModel, strict=True):
+    """A user's image model holding a complex constant (a fixed phasor) and an
+    integer leaf beside its parameters."""
+
+    grid: em.ImageGrid = eqx.field(static=True)
+    log_image: jax.Array
+    phasor: jax.Array
+    count: jax.Array
+
+    def __call__(self):
+        return jnp.exp(self.log_image) * jnp.abs(self.phasor) ** 2
+
+
+def test_complex_and_integer_leaves_are_held_fixed_or_refused():
+    """From a review: the default `params` (every inexact array) also optimised
+    complex leaves (a fixed phasor drifted from 1 to 1.07 with Adam; L-BFGS
+    crashed in `clip`). The default is now real floating-point arrays only; a
+    filter that selects a complex or integer leaf is refused naming the leaf's
+    type; a module that is not an image model is refused naming the base class."""
+    obj = _term() + W_TSV * em.TSV(GRID)
+    model = _WithComplexConstant(
+        GRID, jnp.full(GRID.shape, np.log(0.5)), jnp.asarray(1.0 + 0j), jnp.asarray(3)
+    )
+    for solver in ("lbfgs", em.Adam(0.05), em.LevenbergMarquardt()):
+        sol = em.solve(obj, model, solver, max_steps=5)
+        assert complex(sol.model.phasor) == 1 + 0j and int(sol.model.count) == 3
+        assert sol.value < obj(model)
+    with pytest.raises(ValueError, match="selects a leaf of type complex128"):
+        em.solve(obj, model, params=eqx.is_inexact_array)
+    with pytest.raises(ValueError, match="selects a leaf of type int"):
+        em.solve(obj, model, params=lambda x: eqx.is_array(x) and x.dtype.kind == "i")
+    msg = own_error(
+        "em.solve(obj, M(jnp.ones(g.shape)), max_steps=1)",
+        "TypeError",
+        "import jax.numpy as jnp, equinox as eqx, jax\n"
+        "g = em.ImageGrid(4, 4, 1e-10)\n"
+        "obj = em.Objective([em.TSV(g)])\n"
+        "class M(eqx.Module):\n"
+        "    x: jax.Array\n"
+        "    def __call__(self):\n"
+        "        return self.x",
+    )
+    assert msg is not None and "subclass `eqmodels.AbstractImageModel`" in msg, msg

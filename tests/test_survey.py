@@ -153,16 +153,25 @@ def test_checkpoint_fingerprint_sees_solver_settings_and_params(problem, tmp_pat
             em.OptaxSolver(optax.adam(0.5)),
             eqx.is_inexact_array,
         ),
+        # From a review: a schedule's rate sits deeper than the fingerprint went
+        # (12 levels), so these two shared a folder and 0.5 got 0.01's results.
+        (
+            em.OptaxSolver(optax.adam(optax.exponential_decay(0.01, 10, 0.9))),
+            em.OptaxSolver(optax.adam(optax.exponential_decay(0.5, 10, 0.9))),
+            eqx.is_inexact_array,
+        ),
+    ]
+    rebuild = [
+        lambda: em.Adam(0.01),
+        lambda: em.OptaxSolver(optax.adam(0.01)),
+        lambda: em.OptaxSolver(optax.adam(optax.exponential_decay(0.01, 10, 0.9))),
     ]
     for k, (first, other, params) in enumerate(cases):
         folder = tmp_path / str(k)
         kw = dict(solver=first, max_steps=3, checkpoint=folder)
         _survey(objectives[:2], model, **kw)
         # The same settings, built again: read back.
-        rebuilt = {em.Adam: lambda: em.Adam(0.01)}.get(type(first))
-        if rebuilt is None:
-            rebuilt = lambda: em.OptaxSolver(optax.adam(0.01))  # noqa: E731
-        again = _survey(objectives[:2], model, **{**kw, "solver": rebuilt()})
+        again = _survey(objectives[:2], model, **{**kw, "solver": rebuild[k]()})
         assert again.computed_chunks == ()
         with pytest.raises(ValueError, match="holds another survey"):
             _survey(objectives[:2], model, **{**kw, "solver": other})
@@ -386,3 +395,60 @@ def test_survey_over_data_sets_of_different_lengths():
         single = em.solve(obj, model, "lbfgs", max_steps=15)
         assert_allclose(res.solutions.value[k], single.value, rtol=1e-9)
         assert_allclose(res.solutions.model.params[k], single.model.params, rtol=1e-8)
+
+
+def test_checkpoint_fingerprint_refuses_what_it_cannot_reach():
+    """Settings nested deeper than the fingerprint goes are refused with a clear
+    error, never fingerprinted by a constant (two different solvers would then
+    share a checkpoint folder)."""
+    from eqmodels._solvers._survey import _describe
+
+    deep = 0.01
+    for _ in range(150):
+        deep = [deep]
+    with pytest.raises(ValueError, match="too deep to fingerprint"):
+        _describe(deep)
+    assert _describe([[[0.01]]]) != _describe([[[0.5]]])
+
+
+def test_survey_refuses_configurations_of_different_dtypes(problem):
+    """From a review: float64 and float32 configurations ran together in float64
+    (the float32 one came back float64, another value than its own solve)."""
+    objectives, model, _ = problem
+    cast = lambda t: jax.tree.map(  # noqa: E731
+        lambda x: (
+            x.astype(jnp.float32)
+            if eqx.is_array(x) and x.dtype == jnp.float64
+            else x.astype(jnp.complex64)
+            if eqx.is_array(x) and x.dtype == jnp.complex128
+            else x
+        ),
+        t,
+    )
+    with pytest.raises(ValueError, match="configuration 1 has a float32 array leaf"):
+        _survey([objectives[0], cast(objectives[1])], model)
+
+
+def test_top_set_ranks_by_data_terms_and_a_tuple_is_one_model(problem):
+    """From a review: a threshold on a regularizer's report key averaged its
+    penalty into the top set's order; a tuple model was split into one model per
+    configuration (as `solve` takes a tuple as one pytree model, so does `survey`)."""
+    objectives, model, _ = problem
+    res = _survey(objectives[:3], model)
+    keys = [k for k in res.solutions.report if k not in res.data_names]
+    assert keys  # the TSV penalty's report key
+    generous = {k: 1e30 for k in (*res.data_names, *keys)}
+    assert np.array_equal(res.top_set(generous), np.asarray(res.ranking()))
+    pairs = [_Pair(o) for o in objectives[:2]]
+    res = _survey(pairs, (model, model), max_steps=2)
+    single = em.solve(pairs[1], (model, model), SOLVER, max_steps=2)
+    assert_allclose(res.solutions.value[1], single.value, rtol=1e-12)
+
+
+class _Pair(eqx.Module):
+    """An objective of a model that is a tuple of two image models."""
+
+    term: eqx.Module
+
+    def __call__(self, models):
+        return self.term(models[0]) + self.term(models[1])

@@ -1,5 +1,6 @@
 """Stop codes shared by the solver loops."""
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -65,3 +66,9 @@ def gate(active, new, old):
     if active is True:
         return new
     return jax.tree.map(lambda a, b: jnp.where(active, a, b), new, old)
+
+
+def is_real_float_array(x) -> bool:
+    """The default `params` filter: real floating-point arrays (a model's complex
+    or integer leaves are held fixed)."""
+    return eqx.is_inexact_array(x) and not jnp.issubdtype(x.dtype, jnp.complexfloating)

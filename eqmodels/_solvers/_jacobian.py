@@ -20,6 +20,7 @@ from jaxtyping import Array, Float, PyTree
 
 from .._compile import run_once_jit
 from .._validation import is_concrete
+from ._common import is_real_float_array
 from ._residuals import objective_residuals
 
 
@@ -200,7 +201,7 @@ def residual_jacobian(
     *,
     chunk_size: int | str = "auto",
     memory_budget: int | float = DEFAULT_MEMORY_BUDGET,
-    params: Callable = eqx.is_inexact_array,
+    params: Callable = is_real_float_array,
 ) -> tuple[Float[Array, " m"], Float[Array, "m n"]]:
     """The weighted residuals of a least-squares objective and their Jacobian with
     respect to the model's parameters (flattened in `jax.flatten_util.ravel_pytree`

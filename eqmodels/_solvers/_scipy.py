@@ -12,7 +12,14 @@ from jaxtyping import PyTree, Scalar
 
 from .._compile import run_once_jit
 from .._numerics import asarray
-from ._common import FTOL, GTOL, LINESEARCH, MAX_STEPS, NONFINITE
+from ._common import (
+    FTOL,
+    GTOL,
+    is_real_float_array,
+    LINESEARCH,
+    MAX_STEPS,
+    NONFINITE,
+)
 from ._solve import check_objective, check_tolerance, Solution
 
 
@@ -58,7 +65,7 @@ def solve_scipy(
     maxls: int = 40,
     ftol: float = 1e-10,
     gtol: float = 1e-10,
-    params: Callable[[Any], bool] = eqx.is_inexact_array,
+    params: Callable[[Any], bool] = is_real_float_array,
 ) -> Solution:
     """Minimise `objective(model)` with scipy's L-BFGS-B (`scipy.optimize.minimize`),
     the objective's value and gradient computed by one compiled JAX call per

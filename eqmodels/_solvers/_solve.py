@@ -21,6 +21,8 @@ from ._common import (
     gate,
     GTOL,
     inf_norm,
+    is_real_float_array,
+    LINESEARCH,
     NONFINITE,
     REASONS,
     RUNNING,
@@ -228,9 +230,22 @@ def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
         f_out = jnp.where(accept, f_new, f)
         g_out = jnp.where(accept, g_inf, inf_norm(2 * jac.T @ r))
         reason = stop_reason(f_out, f, g_out, opts.ftol, opts.gtol)
-        # A rejected LM step (f unchanged) is not convergence: keep going.
+        # A rejected LM step (f unchanged) is not convergence: keep going ...
         reason = jnp.where(accept | (reason == GTOL), reason, RUNNING)
-        if not lm:
+        if lm:
+            # ... unless the model itself predicts no decrease worth `ftol`
+            # (MINPACK's test: at rounding level every step is rejected, and λ
+            # would grow until it overflows), or λ has grown past what changes
+            # the step at this precision.
+            denom = jnp.maximum(jnp.abs(f), 1.0)
+            flat = jnp.isfinite(predicted) & (predicted <= opts.ftol * denom)
+            stuck = ~jnp.isfinite(lam_new) | (lam_new > 1 / jnp.finfo(f.dtype).eps)
+            reason = jnp.where(
+                (reason == RUNNING) & ~accept & flat,
+                FTOL,
+                jnp.where((reason == RUNNING) & ~accept & stuck, LINESEARCH, reason),
+            )
+        else:
             reason = jnp.where(accept, reason, NONFINITE)
         # Every LM iteration counts (a rejected one raised λ); a Gauss-Newton step
         # onto a non-finite value was not taken.
@@ -394,8 +409,16 @@ def _param_dtype(model, filter_spec):
     if not leaves:
         raise ValueError(
             "`model` has no parameters to optimise: no leaf passes the `params` "
-            "filter (by default, floating-point arrays)."
+            "filter (by default, real floating-point arrays)."
         )
+    for x in leaves:
+        if not is_real_float_array(x):
+            raise ValueError(
+                f"the `params` filter selects a leaf of type "
+                f"{getattr(x, 'dtype', type(x).__name__)}: the solvers optimise real "
+                "floating-point arrays; hold the others fixed (the default "
+                "`params`, `eqmodels.is_real_float_array`, does)."
+            )
     return jnp.result_type(*leaves)
 
 
@@ -415,7 +438,7 @@ def solve(
     max_steps: int | Int[Array, ""] = 100,
     ftol: float | Float[Array, ""] = 1e-10,
     gtol: float | Float[Array, ""] = 1e-10,
-    params: Callable[[Any], bool] = eqx.is_inexact_array,
+    params: Callable[[Any], bool] = is_real_float_array,
 ) -> Solution:
     """Minimise `objective(model)` over the model's parameters, the whole loop in one
     compiled program (no host round-trip per step).
@@ -442,8 +465,9 @@ def solve(
     - `ftol`: stop when `0 ≤ f_prev − f ≤ ftol · max(|f_prev|, |f|, 1)` (scipy's
       L-BFGS-B criterion; an increase never stops a solve).
     - `gtol`: stop when the largest gradient component is ≤ `gtol`.
-    - `params`: which leaves of `model` are optimised (an `eqx.partition` filter);
-      the others (a mask's indices, integer leaves) are held fixed.
+    - `params`: which leaves of `model` are optimised (an `eqx.partition` filter;
+      default: real floating-point arrays); the others (a mask's indices, integer
+      or complex leaves) are held fixed.
 
     **Returns:** a [`eqmodels.Solution`][].
     """

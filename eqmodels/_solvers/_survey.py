@@ -22,6 +22,7 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from .._numerics import asarray
 from .._sharding._mesh import split_explicitly
+from ._common import is_real_float_array
 from ._jacobian import (
     auto_chunk,
     check_memory_budget,
@@ -106,7 +107,9 @@ class SurveyResult(eqx.Module, strict=True):
         - `thresholds`: one threshold for every data term, or `{name: threshold}`.
         - `names`: the data terms a scalar threshold applies to (default all).
 
-        **Returns:** indices of the selected configurations, best first.
+        **Returns:** indices of the selected configurations, best first (by the
+        mean χ² of the data terms among the thresholds' keys; of all data terms if
+        there are none).
         """
         if not isinstance(thresholds, dict):
             names = tuple(self.data_names if names is None else names)
@@ -120,7 +123,10 @@ class SurveyResult(eqx.Module, strict=True):
         ok = np.ones(len(self), bool)
         for n, t in thresholds.items():
             ok &= np.asarray(self.solutions.report[n]) <= t
-        order = np.asarray(self.ranking(tuple(thresholds) or None))
+        # Ranked by the data terms' χ² among the thresholds (a regularizer's
+        # threshold selects, but its penalty is no χ²), else by all data terms.
+        ranked = tuple(n for n in thresholds if n in self.data_names)
+        order = np.asarray(self.ranking(ranked or None))
         return order[ok[order]]
 
 
@@ -142,6 +148,14 @@ def _split(trees: Sequence[PyTree]):
     for j, leaves in enumerate(zip(*(f[0] for f in flat))):
         first = leaves[0]
         if eqx.is_array(first):
+            for i, x in enumerate(leaves[1:], 1):
+                if x.dtype != first.dtype:
+                    raise ValueError(
+                        f"configuration {i} has a {x.dtype} array leaf "
+                        f"where configuration 0 has {first.dtype}: a "
+                        "survey runs its configurations in one precision; cast "
+                        "them to one dtype."
+                    )
             if all(x is first for x in leaves) or all(
                 np.shape(x) == np.shape(first) and np.array_equal(x, first)
                 for x in leaves[1:]
@@ -225,6 +239,7 @@ def _fingerprint(shared, stacked, spec) -> str:
 
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_MAX_DEPTH = 100
 
 
 def _strip_addresses(text: str) -> str:
@@ -237,8 +252,16 @@ def _describe(x, depth: int = 0, seen=None) -> str:
     its defaults (an `optax.adam(0.01)` differs from an `optax.adam(0.5)` only
     there), never by its memory address."""
     seen = set() if seen is None else seen
-    if depth > 12 or id(x) in seen:
+    if id(x) in seen:  # a cycle
         return "..."
+    if depth > _MAX_DEPTH:
+        # Returning a constant here would let two different solvers (an optax
+        # schedule's rate sits some 15 levels down) share a checkpoint folder.
+        raise ValueError(
+            f"the survey's settings nest deeper than {_MAX_DEPTH} levels (at a "
+            f"{type(x).__name__}), too deep to fingerprint its checkpoints: run it "
+            "without `checkpoint=`, or with a flatter solver."
+        )
     if eqx.is_array(x) or isinstance(x, np.generic):
         a = np.ascontiguousarray(np.asarray(x))
         return f"array{a.shape}{a.dtype}:{hashlib.sha256(a.tobytes()).hexdigest()}"
@@ -407,7 +430,7 @@ def survey(
     max_steps: int = 100,
     ftol: float = 1e-10,
     gtol: float = 1e-10,
-    params: Callable[[Any], bool] = eqx.is_inexact_array,
+    params: Callable[[Any], bool] = is_real_float_array,
     chunk_size: int | np.integer | str | None = None,
     memory_budget: int | float = DEFAULT_MEMORY_BUDGET,
     devices: Sequence[jax.Device] | None = None,
@@ -437,7 +460,8 @@ def survey(
 
     - `objectives`: a sequence of objectives (configurations), all of one
       structure.
-    - `model`: the initial model, shared, or a sequence of one per configuration.
+    - `model`: the initial model, shared, or a list of one per configuration (a
+      tuple is one model, as `solve` takes it).
     - `solver`: as for [`eqmodels.solve`][], or a sequence of one solver per
       configuration, all of one type and static settings, whose array fields may
       differ (e.g. `[em.Adam(lr) for lr in rates]`: a survey over learning rates).
@@ -469,7 +493,9 @@ def survey(
     for o in objectives:
         check_objective(o)
     n = len(objectives)
-    models = list(model) if isinstance(model, list | tuple) else [model] * n
+    # One model per configuration as a list only: a tuple is a model (a pytree),
+    # as `solve` takes it.
+    models = list(model) if isinstance(model, list) else [model] * n
     if len(models) != n:
         raise ValueError(
             f"`model` has {len(models)} entries for {n} objectives: pass one model "

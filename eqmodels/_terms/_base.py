@@ -49,6 +49,13 @@ def as_image(
             f"the term is built on {grid!r}: build the image model on the term's "
             "grid (same shape and pixel size), or the term on the model's.",
         )
+    if isinstance(image, eqx.Module) or callable(image):
+        raise TypeError(
+            f"`image` is a {type(image).__name__}, neither an image array nor an "
+            "image model: a model of your own must subclass "
+            "`eqmodels.AbstractImageModel` (its `__call__` returns the image; see "
+            "docs/extending.md), or pass `model()`, the image array."
+        )
     arr = asarray(image)
     if not jnp.issubdtype(arr.dtype, jnp.floating):
         raise TypeError(
