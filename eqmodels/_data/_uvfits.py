@@ -36,7 +36,8 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
     - Stokes `I = (RR + LL)/2` with `σ_I = ½ sqrt(σ_RR² + σ_LL²)` when both are
       present, the one present hand otherwise;
     - rows where no polarisation has weight > 0, or whose u, v, date,
-      integration time or baseline is not finite (or the time negative), and
+      integration time or baseline is not finite or beyond float32's range (or
+      the time negative), and
       autocorrelations, are **dropped and counted** in `VisData.n_flagged` (every
       row of the file is either loaded or counted);
     - with `check=True` (default), rows no real observation can produce — signs
@@ -65,8 +66,8 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
 
     **Raises:** `FileNotFoundError` for a missing file; `ValueError` for a file
     that is not FITS, is truncated or corrupt, is not random-groups visibility
-    data, lacks the `AIPS AN` table or a needed axis/parameter, or has no
-    unflagged Stokes I data. Read with eqmodels' own FITS reader (numpy only):
+    data, lacks the `AIPS AN` table or a needed axis/parameter, gives a
+    reference frequency outside 1 MHz–10 THz, or has no unflagged Stokes I data. Read with eqmodels' own FITS reader (numpy only):
     astropy is not needed.
     """
     path = os.fspath(path)
