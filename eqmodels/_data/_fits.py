@@ -396,8 +396,7 @@ class BinTable:
 
     def column(self, name: str) -> np.ndarray:
         """Column `name`: `(rows,)` for a repeat of 1, else `(rows, repeat)`; `A`
-        columns as `str` (trailing blanks dropped), `L` as bool, `X` as the bytes
-        holding the bits."""
+        columns as `str` (trailing blanks dropped), `L` and `X` (bits) as bool."""
         try:
             i, offset, code, repeat = self._cols[name.strip().upper()]
         except KeyError:
@@ -412,8 +411,12 @@ class BinTable:
             base = np.dtype(_TFORM[code][1])
             fmt = base if repeat == 1 else np.dtype((base, (repeat,)))
         dtype = np.dtype(
-            {"names": ["c"], "formats": [fmt], "offsets": [offset]}
-            | {"itemsize": self._width}
+            {
+                "names": ["c"],
+                "formats": [fmt],
+                "offsets": [offset],
+                "itemsize": self._width,
+            }
         )
         col = np.frombuffer(self._hdu.data, dtype, count=self._rows)["c"]
         if code == "A":
