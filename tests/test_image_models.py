@@ -191,3 +191,25 @@ def test_from_prior_takes_a_zero_dimensional_flux():
     for flux in (np.array(0.5), jnp.asarray(0.5), np.float32(0.5)):
         b = em.PixelImage.from_prior(prior, GRID, flux=flux)
         np.testing.assert_array_equal(np.asarray(a()), np.asarray(b()))
+
+
+@pytest.mark.parametrize("asymmetry", [1.0, -1.0])
+def test_ring_derivative_at_full_asymmetry(asymmetry):
+    """From a review: at |A| = 1 the ring's brightness factor `1 + A cos(θ − θ_A)`
+    is 0 on the dark side, and the normalisation's `where(factor > 0, …, 0)` threw
+    away its derivative there (0 where the one-sided finite difference is about the
+    Jacobian's largest entry). Compared with a one-sided difference into |A| < 1."""
+    grid = em.ImageGrid.from_fov(31, 120.0)
+    ring = em.RingImage(
+        grid, 0.6, em.uas_to_rad(40.0), em.uas_to_rad(8.0), asymmetry=asymmetry
+    )
+
+    def image(a):
+        return eqx.tree_at(lambda m: m.asymmetry, ring, a)()
+
+    a0 = jnp.asarray(asymmetry)
+    jac = np.asarray(jax.jacfwd(image)(a0))
+    h = -1e-6 * np.sign(asymmetry)
+    fd = (np.asarray(image(a0 + h)) - np.asarray(image(a0))) / h
+    assert np.abs(jac - fd).max() <= 1e-5 * np.abs(fd).max()
+    assert_allclose(jax.jacrev(image)(a0), jac, rtol=1e-12, atol=1e-18)

@@ -191,6 +191,13 @@ class PixelImage(AbstractImageModel, strict=True):
             clipfloor = float(clipfloor)
         except (TypeError, ValueError):
             raise TypeError(f"`clipfloor` must be a float, got {clipfloor!r}.")
+        if transform == "log" and clipfloor < 0 and np.any(prior <= 0):
+            raise ValueError(
+                f"`clipfloor`={clipfloor} frees pixels where `prior` is 0 or "
+                "negative, which the log transform cannot represent: use "
+                "`clipfloor` >= 0 (pixels at or below it stay 0), or "
+                "`transform='identity'`."
+            )
         mask = prior > clipfloor
         if not mask.any():
             raise ValueError(

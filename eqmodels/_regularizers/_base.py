@@ -71,6 +71,12 @@ def norm_args(normalise: bool, flux, beam):
     return optional_scalar("flux", flux, normalise, why), beam
 
 
+def prior_grid(prior) -> ImageGrid | None:
+    """The grid of a prior given as an image model (kept, so that an objective
+    refuses terms on another grid), else `None`."""
+    return prior.grid if isinstance(prior, AbstractImageModel) else None
+
+
 def check_prior(
     prior: Float[ArrayLike, "ny nx"] | ArraySequence | AbstractImageModel,
     *,

@@ -6,6 +6,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._custom_types import ArraySequence, RealLike
+from .._grid import ImageGrid
 from .._image._base import AbstractImageModel
 from .._numerics import asarray
 from .._validation import as_real, check_flag, is_concrete
@@ -15,27 +16,32 @@ from ._base import (
     check_image_shape,
     check_prior,
     optional_scalar,
+    prior_grid,
 )
 
 
 def _log_ratio_terms(image, prior, log_prior):
-    """`(ok, I, I ln(I/P))` with `ok = I > 0`; where `I == 0` the last is 0 (the
-    limit) with a zero derivative, so masked-out pixels stay finite.
+    """`(ok, I, I ln(I/P))` with `ok = I > 0` (or NaN); where `I == 0` the last is 0
+    (the limit) with a zero derivative, so masked-out pixels stay finite.
 
     A float64 image uses `ln(I/P)` (eht-imaging's form, to the last digit) where
     `P` is a normal float64 number, and `ln I − ln P` elsewhere, with `ln P`
     computed when the regularizer was built (in float64, on the host, from the
-    prior as given): XLA flushes subnormal numbers to 0, so a prior's faintest
+    prior as given), and where `I/P` would be subnormal: XLA flushes subnormal
+    numbers to 0, so a prior's faintest
     tails (a narrow Gaussian's, below 2.2e-308) would give `I/0`, an infinite
     penalty and a NaN gradient. A float32 image uses `ln I − ln P` throughout: a
     prior's faint tails (a Gaussian's reach 1e-60 at a field's edge) flush to 0 in
     float32."""
-    ok = image > 0
+    ok = ~(image <= 0)  # a NaN pixel stays NaN (`image > 0` would zero it)
     i_s = jnp.where(ok, image, 1.0)
     log_p = jnp.where(ok, as_dtype(log_prior, image), 0.0)
     if image.dtype == jnp.float64:
         p = as_dtype(prior, image)
-        normal = ok & (p >= np.finfo(np.float64).tiny)
+        # `I/P` itself must be normal too: a prior above 1 with a faint pixel
+        # (I = 1e-307, P = 10) would flush it to 0 and give ln 0 = −inf.
+        tiny = np.finfo(np.float64).tiny
+        normal = ok & (p >= tiny) & (i_s >= tiny * jnp.maximum(p, 1.0))
         # One logarithm per pixel: `ln(I/P) − 0` where P is normal (the same bits
         # as `ln(I/P)`), `ln(I/1) − ln P` elsewhere.
         ratio = i_s / jnp.where(normal, p, 1.0)
@@ -84,6 +90,7 @@ class SimpleEntropy(AbstractRegularizer, strict=True):
 
     prior: Float[Array, "ny nx"]
     log_prior: Float[Array, "ny nx"]
+    grid: ImageGrid | None = eqx.field(static=True)
     flux: Float[Array, ""] | None
     normalise: bool = eqx.field(static=True)
 
@@ -105,6 +112,7 @@ class SimpleEntropy(AbstractRegularizer, strict=True):
         - `normalise`: divide by `F` (eht-imaging's `norm_reg=True`).
         """
         self.prior, self.log_prior = _prior_and_log(prior)
+        self.grid = prior_grid(prior)
         self.normalise = check_flag("normalise", normalise)
         self.flux = optional_scalar("flux", flux, self.normalise, "when normalise=True")
 
@@ -130,6 +138,7 @@ class GullSkillingEntropy(AbstractRegularizer, strict=True):
 
     prior: Float[Array, "ny nx"]
     log_prior: Float[Array, "ny nx"]
+    grid: ImageGrid | None = eqx.field(static=True)
     flux: Float[Array, ""] | None
     normalise: bool = eqx.field(static=True)
 
@@ -151,6 +160,7 @@ class GullSkillingEntropy(AbstractRegularizer, strict=True):
         - `normalise`: divide by `F` (eht-imaging's `norm_reg=True`).
         """
         self.prior, self.log_prior = _prior_and_log(prior)
+        self.grid = prior_grid(prior)
         self.normalise = check_flag("normalise", normalise)
         self.flux = optional_scalar("flux", flux, self.normalise, "when normalise=True")
 

@@ -7,7 +7,7 @@ from jaxtyping import Array, Float, Scalar
 
 from .._custom_types import RealLike
 from .._grid import ImageGrid
-from .._numerics import safe_sqrt
+from .._numerics import safe_hypot, safe_sqrt
 from .._terms._base import as_image, ImageLike
 from .._validation import check_flag, check_grid
 from ._base import (
@@ -76,7 +76,13 @@ class TV(AbstractRegularizer, strict=True):
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
         check_image_shape(image, self.grid.shape, "TV")
         d_row, d_col = forward_differences(image)
-        out = jnp.sum(safe_sqrt(d_row * d_row + d_col * d_col + self.eps))
+        if self.eps == 0 and image.dtype == jnp.float32:
+            # float32 squares of differences below ~1e-19 flush to 0 (a faint
+            # pixel's gradient would vanish); scaled, they do not. (float64 keeps
+            # eht-imaging's form, the same bits; it underflows only below 1e-154.)
+            out = jnp.sum(safe_hypot(d_row, d_col))
+        else:
+            out = jnp.sum(safe_sqrt(d_row * d_row + d_col * d_col + self.eps))
         if not self.normalise:
             return out
         norm = as_dtype(self.flux, image) * self.grid.psize / as_dtype(self.beam, image)

@@ -6,6 +6,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Scalar
 
 from .._custom_types import ArraySequence, RealLike
+from .._grid import ImageGrid
 from .._image._base import AbstractImageModel
 from .._numerics import safe_sqrt
 from .._validation import check_flag, is_concrete
@@ -16,6 +17,7 @@ from ._base import (
     check_image_shape,
     check_prior,
     optional_scalar,
+    prior_grid,
 )
 
 
@@ -59,6 +61,7 @@ class WeightedL1(AbstractRegularizer, strict=True):
     report_name = "l1w"
 
     prior: Float[Array, "ny nx"]
+    grid: ImageGrid | None = eqx.field(static=True)
     eps: float = eqx.field(static=True)
 
     def __init__(
@@ -73,6 +76,7 @@ class WeightedL1(AbstractRegularizer, strict=True):
         - `eps`: the smoothing `ε` (>= 0; 0 gives a plain weighted L1).
         """
         self.prior = check_prior(prior, nonneg=False)
+        self.grid = prior_grid(prior)
         self.eps = check_eps(eps)
         if self.eps == 0 and is_concrete(self.prior) and np.any(self.prior == 0):
             raise ValueError(
