@@ -444,3 +444,15 @@ def test_time_bins_under_a_fifth_of_a_second_use_the_stored_times():
     last two would start the next)."""
     assert _records_at(np.arange(10) * 0.1 + 0.05).time_average(0.1).n_rows == 10
     assert _records_at([0.01, 0.04, 0.06, 0.09]).time_average(0.1).n_rows == 1
+
+
+def test_empty_selections_name_the_criterion():
+    """From a review: `select(bands=[3])` said only "the selection removed every
+    row"; `select_uvdist(2e9, 1e9)` blamed a `uv_range` the user never passed."""
+    d = eqm.load_uvfits(LOCAL)
+    with pytest.raises(ValueError, match=r"`bands`=\[3\] names no band.*\[0\]"):
+        d.select(bands=[3])
+    with pytest.raises(ValueError, match="`uv_min`=2000000000.0 is above `uv_max`"):
+        d.select_uvdist(2e9, 1e9)
+    with pytest.raises(ValueError, match=r"selection \(time_range, snr_min\) removed"):
+        d.select(time_range=(0.0, 30.0), snr_min=1e12)

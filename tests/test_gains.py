@@ -633,17 +633,17 @@ def test_priors_match_numpy():
         (
             em.GainPhaseReference(g, "AZ", sigma=0.1),
             lambda: (
-                *rg.phase_reference(ph, 2, 0.1)[:1],
+                *rg.phase_reference(ph, 2, 0.1, g.present)[:1],
                 None,
-                rg.phase_reference(ph, 2, 0.1)[1],
+                rg.phase_reference(ph, 2, 0.1, g.present)[1],
             ),
         ),
         (
             em.GainPhaseReference(g),
             lambda: (
-                rg.phase_reference(ph, None, 1.0)[0],
+                rg.phase_reference(ph, None, 1.0, g.present)[0],
                 None,
-                rg.phase_reference(ph, None, 1.0)[1],
+                rg.phase_reference(ph, None, 1.0, g.present)[1],
             ),
         ),
         (em.GainSmoothness(g, 0.05, 0.3), lambda: rg.smoothness(la, ph, 0.05, 0.3)),

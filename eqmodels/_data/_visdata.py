@@ -479,7 +479,31 @@ class VisData(eqx.Module, strict=True):
                 raise ValueError(f"`snr_min` must be a finite number, got {snr_min!r}.")
             keep &= self.snr >= snr_min
         if bands is not None:
-            keep &= np.isin(a["band"], np.atleast_1d(np.asarray(bands)))
+            wanted = np.atleast_1d(np.asarray(bands))
+            have = np.unique(a["band"])
+            if not np.isin(wanted, have).any():
+                raise ValueError(
+                    f"`bands`={np.asarray(bands).tolist()} names no band of the data: "
+                    f"its bands are {have.tolist()} (indices into `band_freqs`)."
+                )
+            keep &= np.isin(a["band"], wanted)
+        if not keep.any():
+            given = [
+                k
+                for k, v in (
+                    ("stations", stations),
+                    ("exclude_stations", exclude_stations),
+                    ("time_range", time_range),
+                    ("uv_range", uv_range),
+                    ("snr_min", snr_min),
+                    ("bands", bands),
+                )
+                if v is not None
+            ]
+            raise ValueError(
+                f"the selection ({', '.join(given)}) removed every row: nothing is "
+                "left; loosen it."
+            )
         return self.take(keep)
 
     def select_stations(self, stations) -> "VisData":
@@ -498,6 +522,10 @@ class VisData(eqx.Module, strict=True):
         self, uv_min: float | int | None = None, uv_max: float | int | None = None
     ) -> "VisData":
         """Keep rows with `uv_min <= |uv| <= uv_max` (wavelengths)."""
+        if uv_min is not None and uv_max is not None and uv_min > uv_max:
+            raise ValueError(
+                f"`uv_min`={uv_min!r} is above `uv_max`={uv_max!r}: no row can pass."
+            )
         return self.select(uv_range=(uv_min, uv_max))
 
     def select_snr(self, snr_min: float | int | np.number) -> "VisData":

@@ -54,7 +54,10 @@ class AbstractGainPrior(AbstractTerm, strict=True):
 
 def _tol(name, x):
     if isinstance(x, bool) or not isinstance(x, numbers.Real):
-        raise TypeError(f"`{name}` must be a number (e.g. 0.2), got {x!r}.")
+        raise TypeError(
+            f"`{name}` must be a number (e.g. 0.2) or, where a pair is taken, a "
+            f"tuple or list `(above 1, below 1)` such as (0.02, 0.2); got {x!r}."
+        )
     if not (x > 0):
         raise ValueError(
             f"`{name}` must be > 0 (math.inf leaves a side free), got {x!r}."
@@ -150,7 +153,8 @@ class GainPhaseReference(AbstractGainPrior, strict=True):
     see phase differences `φ_a − φ_b`, so the common phase is free):
 
     `penalty = Σ_k (φ_ref,k / σ)²`, with `φ_ref,k` the phase of station `station`
-    in interval `k`, or the mean phase of all stations when `station` is `None`.
+    in interval `k`, or the mean phase of the stations present in interval `k`
+    when `station` is `None` or absent there.
     """
 
     gains: StationGains
@@ -185,7 +189,18 @@ class GainPhaseReference(AbstractGainPrior, strict=True):
 
     def gain_residuals(self, gains: StationGains) -> Float[Array, " m"]:
         ph = gains.phase
-        ref = jnp.mean(ph, axis=1) if self.station is None else ph[:, self.station]
+        # Over the stations present in each interval: an absent station's phase
+        # is unconstrained by the data and would cancel the mean (as
+        # `self_calibrate`'s own gauge, which averages the present stations).
+        w = jnp.asarray(gains.present, ph.dtype)
+        mean = jnp.sum(w * ph, axis=1) / jnp.maximum(jnp.sum(w, axis=1), 1.0)
+        if self.station is None:
+            ref = mean
+        else:
+            # The named station where it has data, else the present stations'
+            # mean (nothing else pins that interval's phase).
+            here = w[:, self.station] > 0
+            ref = jnp.where(here, ph[:, self.station], mean)
         return ref / self.sigma.astype(ph.dtype)
 
 

@@ -18,6 +18,8 @@ the rows are padded to one length per interval (weight 0), and the steps are
 `jax.vmap`ped over intervals inside one compiled program.
 """
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -115,7 +117,7 @@ def self_calibrate(
     pad_amp: float | int = 0.0,
     debias: bool = True,
     phase_reference: str | None = None,
-    max_steps: int = 30,
+    max_steps: int = 200,
     pulse=None,
     scan_gap: float | int = DEFAULT_SCAN_GAP_S,
 ) -> tuple[VisData, StationGains]:
@@ -142,7 +144,10 @@ def self_calibrate(
       baseline with one that is not (gain 1), that one sets the phase reference
       and the calibrated phases are all fitted (`stations=["LM"]` fits the
       LMT's phase).
-    - `max_steps`: Levenberg-Marquardt steps per interval.
+    - `max_steps`: the most Levenberg-Marquardt steps per interval; each interval
+      stops when a step changes its cost by less than 1e-10 relatively (or its
+      model predicts no such decrease), and a warning names the intervals that
+      reach `max_steps` first.
     - `pulse`: the pixel pulse of the transform (default triangle).
     - `scan_gap`: the gap (s) separating scans.
 
@@ -194,6 +199,21 @@ def self_calibrate(
 
     slot, bounds = solution_intervals(data, interval, scan_gap=scan_gap)
     n_int = bounds.shape[0]
+    band = np.asarray(data.band)
+    k_of_row = np.asarray(slot)[np.asarray(data.time_index)]  # slot: per timestamp
+    lo, hi = np.full(n_int, band.max()), np.full(n_int, band.min())
+    np.minimum.at(lo, k_of_row, band)
+    np.maximum.at(hi, k_of_row, band)
+    mixed = np.flatnonzero(lo != hi)
+    if mixed.size:
+        # The gains have no band axis: one gain per station and interval would be
+        # fitted to both bands' (different) phases.
+        raise ValueError(
+            f"{mixed.size} of {n_int} solution intervals hold rows of more than one "
+            f"band (bands at {list(data.band_freqs)} Hz), whose gains differ: "
+            "self-calibrate each band on its own, e.g. `[em.self_calibrate("
+            "data.select(bands=[b]), ...) for b in range(len(data.band_freqs))]`."
+        )
     rows, live = _interval_table(data, slot, n_int)
     vis = np.asarray(data.vis)
     sigma = np.asarray(data.sigma)
@@ -228,7 +248,7 @@ def self_calibrate(
     # share a few compiled programs instead of tracing one each.
     shape = (_bucket(n_int), _bucket(rows.shape[1]))
     sinv_rows = _pad_to(np.where(live, sinv[rows], 0.0), shape)
-    la, ph = _solve(
+    la, ph, converged = _solve(
         asarray(_pad_to(obs[rows], shape)),
         asarray(_pad_to(mod[rows], shape)),
         asarray(sinv_rows),
@@ -242,10 +262,22 @@ def self_calibrate(
         asarray([method != "phase", method != "amp"]),
         max_steps=int(max_steps),
     )
+    unconverged = int(np.sum(~np.asarray(converged)[:n_int]))
+    if unconverged:
+        warnings.warn(
+            f"self-calibration stopped at `max_steps`={max_steps} before converging "
+            f"in {unconverged} of {n_int} solution intervals: raise `max_steps` "
+            "(the gains there are not the objective's minimum).",
+            UserWarning,
+            stacklevel=2,
+        )
     gains = StationGains(
         la[:n_int], ph[:n_int], slot, bounds, names, present, data.index_key, data.mjd
     )
     return gains.calibrate(data), gains
+
+
+_RTOL = 1e-10  # relative cost change at which an interval's fit has converged
 
 
 def _bucket(n: int) -> int:
@@ -300,12 +332,14 @@ def _solve(
             r = residuals(p)
             return jnp.sum(r * r)
 
-        def step(_, state):
+        eps = jnp.finfo(obs.real.dtype).eps
+
+        def step(state):
             # Levenberg-Marquardt on the exact Hessian (16-odd parameters: cheap),
             # with Nielsen's damping update: Gauss-Newton alone crawls on
             # self-calibration's large-residual problems (model flux far from the
             # data's), Newton converges in a few steps.
-            p, lam, nu, c = state
+            p, lam, nu, c, k, _ = state
             grad = 0.5 * jax.grad(cost)(p) * free_p
             hess = 0.5 * jax.hessian(cost)(p) * jnp.outer(free_p, free_p)
             h = hess + jnp.diag(lam * free_p + (1.0 - free_p))
@@ -316,12 +350,27 @@ def _solve(
             rho = (c - c_new) / jnp.where(pred > 0, pred, 1.0)
             ok = jnp.isfinite(c_new) & (c_new < c) & (pred > 0)
             shrink = jnp.maximum(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3)
+            # Converged: an accepted step that changed the cost by less than
+            # `_RTOL`, a model that predicts no decrease worth it, or a damping
+            # so large that no step changes the parameters at this precision.
+            # (The exact Hessian may be indefinite far from the minimum: a negative
+            # prediction there is not convergence, only a reason to damp more.)
+            small = _RTOL * jnp.maximum(c, 1.0)
+            done = (ok & (c - c_new <= small)) | (~ok & (jnp.abs(pred) <= small))
+            lam_new = jnp.where(ok, lam * shrink, lam * nu)
+            scale = jnp.max(jnp.abs(jnp.diag(hess))) + jnp.finfo(c.dtype).tiny
+            done = done | ~(lam_new * eps < scale)
             return (
                 jnp.where(ok, new, p),
-                jnp.where(ok, lam * shrink, lam * nu),
+                lam_new,
                 jnp.where(ok, 2.0, 2.0 * nu),
                 jnp.where(ok, c_new, c),
+                k + 1,
+                done,
             )
+
+        def running(state):
+            return (state[4] < max_steps) & ~state[5]
 
         p0 = jnp.zeros(2 * n_st, obs.real.dtype)
         # Start the phases from an unregularised complex-gain solution
@@ -332,10 +381,12 @@ def _solve(
         jac0 = jax.jacfwd(residuals)(p0) * free_p[None, :]
         lam0 = 1e-3 * jnp.maximum(jnp.max(jnp.sum(jac0 * jac0, axis=0)), 1e-30)
         one_ = asarray(2.0, p0.dtype)
-        p, _, _, _ = jax.lax.fori_loop(0, max_steps, step, (p0, lam0, one_, cost(p0)))
+        state = (p0, lam0, one_, cost(p0), jnp.zeros((), jnp.int32), asarray(False))
+        p, _, _, _, _, converged = jax.lax.while_loop(running, step, state)
         # The reference phase exactly 0 (the data do not see it).
         ph = p[n_st:] - (ref_w @ p[n_st:]) * (free & fit_phase)
-        return p[:n_st], ph
+        # An interval with nothing to fit has nothing to converge.
+        return p[:n_st], ph, converged | ~jnp.any(free_p > 0)
 
     return jax.vmap(one)(obs, mod, sinv, a1, a2, free, anchored)
 

@@ -68,16 +68,23 @@ def amplitude_prior(la, above, below):
     return np.sum((la / tol) ** 2), 2 * la / tol**2
 
 
-def phase_reference(ph, station, sigma):
-    """`Σ_k (φ_ref,k / σ)²` (mean phase when `station` is None)."""
+def phase_reference(ph, station, sigma, present=None):
+    """`Σ_k (φ_ref,k / σ)²`: `φ_ref,k` the phase of `station` where it is present
+    in interval `k`, else (or when `station` is None) the mean phase of the stations
+    present there (`present`: `(k, s)` booleans, default all)."""
+    w = np.ones_like(ph) if present is None else np.asarray(present, float)
+    n = np.maximum(w.sum(axis=1), 1.0)
+    mean = (w * ph).sum(axis=1) / n
+    dmean = w / n[:, None]  # ∂ mean_k / ∂ φ_k,s
     if station is None:
-        ref = ph.mean(axis=1)
-        grad = np.repeat((2 * ref / sigma**2 / ph.shape[1])[:, None], ph.shape[1], 1)
+        use_mean = np.ones(ph.shape[0], bool)
     else:
-        ref = ph[:, station]
-        grad = np.zeros_like(ph)
-        grad[:, station] = 2 * ref / sigma**2
-    return np.sum((ref / sigma) ** 2), grad
+        use_mean = w[:, station] == 0
+    ref = np.where(use_mean, mean, ph[:, station] if station is not None else 0.0)
+    dref = np.where(use_mean[:, None], dmean, 0.0)
+    if station is not None:
+        dref[~use_mean, station] = 1.0
+    return np.sum((ref / sigma) ** 2), 2 * (ref / sigma**2)[:, None] * dref
 
 
 def smoothness(la, ph, amp_sigma, phase_sigma):
