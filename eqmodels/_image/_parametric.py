@@ -2,6 +2,7 @@
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._grid import ImageGrid
 from .._numerics import asarray
@@ -35,15 +36,28 @@ def normalised(log_g, factor=None):
     """`F`-free normalisation `g / Σ g` of `g = exp(log_g) · factor`, computed as
     `exp(log_g − max log_g)` so that a profile far narrower than a pixel, or
     centred far from every pixel, does not underflow to `0 / 0 = NaN`: the flux
-    goes to the pixels nearest the profile's peak (its point-sampled limit);
-    `factor` (in [0, 2]: a ring's azimuthal brightening) multiplies the result."""
-    # The shift is the maximum of `log g` alone: `exp(log g − shift) <= 1`, and a
-    # factor in [0, 2] multiplies it without overflow, keeping the derivative of
-    # the factor where the factor is 0 (a crescent's dark side, asymmetry ±1).
-    shift = jax.lax.stop_gradient(jnp.max(log_g))
-    g = jnp.exp(log_g - shift)
-    if factor is not None:
-        g = factor * g
+    goes to the pixels nearest the profile's peak (its point-sampled limit). The
+    shift is the maximum of `log g + log factor` (`factor` in [0, 2]: a ring's
+    azimuthal brightening), so a pixel whose factor is 0 cannot be the only one
+    left."""
+    if factor is None:
+        shift = jax.lax.stop_gradient(jnp.max(log_g))
+        g = jnp.exp(log_g - shift)
+        return g / jnp.sum(g)
+    pos = factor > 0
+    log_total = jnp.where(pos, log_g + jnp.log(jnp.where(pos, factor, 1.0)), -jnp.inf)
+    shift = jax.lax.stop_gradient(jnp.max(log_total))
+    # exp(log g + log factor − shift) where factor > 0: a pixel whose factor is 0
+    # may lie far above the shift (exp would overflow, times 0 = NaN).
+    g = jnp.where(pos, jnp.exp(jnp.where(pos, log_total, shift) - shift), 0.0)
+    # Where the factor is 0 (a crescent's dark side at asymmetry ±1) the value is
+    # 0 but the derivative in the factor is `exp(log g − shift)`: carried by a
+    # term whose value is 0, its size capped at 1/eps (a pixel far above the
+    # shift) so that it stays finite.
+    cap = np.log(1.0 / np.finfo(log_g.dtype).eps)
+    e = jax.lax.stop_gradient(jnp.exp(jnp.minimum(log_g - shift, cap)))
+    carrier = (factor - jax.lax.stop_gradient(factor)) * e
+    g = g + jnp.where(pos, 0.0, carrier)
     return g / jnp.sum(g)
 
 
