@@ -28,9 +28,8 @@ def _log_ratio_terms(image, prior, log_prior):
     `P` is a normal float64 number, and `ln I − ln P` elsewhere, with `ln P`
     computed when the regularizer was built (in float64, on the host, from the
     prior as given), and where `I/P` would be subnormal: XLA flushes subnormal
-    numbers to 0, so a prior's faintest
-    tails (a narrow Gaussian's, below 2.2e-308) would give `I/0`, an infinite
-    penalty and a NaN gradient. A float32 image uses `ln I − ln P` throughout: a
+    numbers to 0, so a prior's faintest tails (a narrow Gaussian's, below
+    2.2e-308) would give `I/0`, an infinite penalty and a NaN gradient. A float32 image uses `ln I − ln P` throughout: a
     prior's faint tails (a Gaussian's reach 1e-60 at a field's edge) flush to 0 in
     float32."""
     ok = ~(image <= 0)  # a NaN pixel stays NaN (`image > 0` would zero it)
