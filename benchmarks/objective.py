@@ -46,7 +46,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 DAY = "SR1_M87_2017_101_lo_hops_netcal_StokesI.uvfits"
 CANDIDATES = [
     ROOT.parent / "shared" / "data" / "eht" / "m87_2017" / DAY,
-    ROOT / "tests" / "data" / DAY,
+    ROOT / "eqmodels" / "data" / DAY,
 ]
 FLUX = 0.6  # Jy, the zero-baseline flux used by the published M87 pipeline
 WEIGHTS = {"amp": 0.2, "cphase": 1.0, "logcamp": 1.0}

@@ -84,7 +84,8 @@ def main():
     img, grid = em.load_fits(IMAGE)
     model = np.asarray(em.DirectFT(grid, data.u, data.v)(jax.numpy.asarray(img)))
     table = {
-        (float(r["time"]), str(r["t1"]), str(r["t2"])): i for i, r in enumerate(obs.data)
+        (float(r["time"]), str(r["t1"]), str(r["t2"])): i
+        for i, r in enumerate(obs.data)
     }
     names = data.station_names
     idx = np.array(
@@ -97,7 +98,9 @@ def main():
     )
     print(f"data: {data.n_rows} rows, {len(data.timestamps())} timestamps")
 
-    slow = C.TimingConfig(warmup=1, min_repeats=1 if args.quick else 3, max_repeats=3, min_time=0.0)
+    slow = C.TimingConfig(
+        warmup=1, min_repeats=1 if args.quick else 3, max_repeats=3, min_time=0.0
+    )
     fast = C.QUICK_TIMING if args.quick else C.FULL_TIMING
     rows, results = [], {}
     for method, tol in METHODS:
@@ -106,7 +109,12 @@ def main():
         def theirs():
             with quiet():
                 return eh.selfcal(
-                    obs, im, method=method, gain_tol=eh_tol, ttype="direct", processes=-1
+                    obs,
+                    im,
+                    method=method,
+                    gain_tol=eh_tol,
+                    ttype="direct",
+                    processes=-1,
                 )
 
         def ours():
@@ -165,7 +173,9 @@ def main():
         "max is large eht-imaging's BFGS stopped at a higher objective)",
     )
     worst = min(r["ratio"] for r in results.values())
-    print(f"slowest ratio: {worst:.0f}× (target ≥ 10×: {'met' if worst >= 10 else 'NOT met'})")
+    print(
+        f"slowest ratio: {worst:.0f}× (target ≥ 10×: {'met' if worst >= 10 else 'NOT met'})"
+    )
     out = C.write_json(
         args.out,
         {

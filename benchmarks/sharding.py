@@ -1,7 +1,7 @@
 """`ShardedChi2` (issue 8): the cost of sharding, the memory it saves, and processes.
 
 Problem: the published round-1 M87 objective (04-11 lo from ../shared/data, else the
-04-10 lo file in tests/data; scan-averaged; 64² over 128 µas; float64), value and
+04-10 lo file shipped in eqmodels/data; scan-averaged; 64² over 128 µas; float64), value and
 gradient w.r.t. the image, per `eqx.filter_jit` call. This machine has no
 accelerator: devices are virtual CPU devices sharing the same cores, so the
 multi-device times measure overhead, not speed-up.
@@ -54,7 +54,7 @@ import eqmodels as em  # noqa: E402
 DAY = "SR1_M87_2017_101_lo_hops_netcal_StokesI.uvfits"
 CANDIDATES = [
     ROOT.parent / "shared" / "data" / "eht" / "m87_2017" / DAY,
-    ROOT / "tests" / "data" / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits",
+    ROOT / "eqmodels" / "data" / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits",
 ]
 GRID = em.ImageGrid.from_fov(64, 128.0)
 
@@ -68,7 +68,9 @@ def round1(data, forward, wrap=lambda t: t):
     kw = {"eps": 1e-12} if forward == "nufft" else {}
     terms = [
         em.AmpChi2.from_data(em.amplitudes(data), GRID, forward=forward, **kw),
-        em.ClosurePhaseChi2.from_data(em.closure_phases(data), GRID, forward=forward, **kw),
+        em.ClosurePhaseChi2.from_data(
+            em.closure_phases(data), GRID, forward=forward, **kw
+        ),
         em.LogClosureAmpChi2.from_data(
             em.log_closure_amplitudes(data), GRID, forward=forward, **kw
         ),
@@ -106,7 +108,9 @@ def placed_terms(terms, mesh):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "sharding.json"))
+    ap.add_argument(
+        "--out", default=str(ROOT / "benchmarks" / "results" / "sharding.json")
+    )
     args = ap.parse_args()
     cfg = C.QUICK_TIMING if args.quick else C.FULL_TIMING
     path, raw = load()
@@ -126,23 +130,39 @@ def main():
         for n in counts:
             mesh = mesh_of(n)
             sharded, _ = round1(data, fwd, lambda t, m=mesh: em.ShardedChi2(t, m))
-            arrays = em.Objective(placed_terms(terms, mesh) + list(plain.terms[3:]), plain.weights)
+            arrays = em.Objective(
+                placed_terms(terms, mesh) + list(plain.terms[3:]), plain.weights
+            )
             fns[f"shard_map×{n}"] = lambda o=sharded: vg(x, o)
             fns[f"arrays+jit×{n}"] = lambda o=arrays: vg(x, o)
         timed = C.time_interleaved(fns, cfg)
         base = timed["plain"][0].median
         ref_val = timed["plain"][1][0]
         for name, (t, (val, _)) in timed.items():
-            rows.append([fwd, name, C.fmt_time(t.median), C.fmt_ratio(t.median / base), f"{C.rel_err(val, ref_val):.1e}"])
-            overhead[f"{fwd}/{name}"] = {"timing": t.as_dict(), "ratio_vs_plain": t.median / base}
+            rows.append(
+                [
+                    fwd,
+                    name,
+                    C.fmt_time(t.median),
+                    C.fmt_ratio(t.median / base),
+                    f"{C.rel_err(val, ref_val):.1e}",
+                ]
+            )
+            overhead[f"{fwd}/{name}"] = {
+                "timing": t.as_dict(),
+                "ratio_vs_plain": t.median / base,
+            }
     table1 = C.print_table(
-        ["forward", "variant", "ms/call", "× plain", "rel err"], rows,
+        ["forward", "variant", "ms/call", "× plain", "rel err"],
+        rows,
         title="value + gradient of the round-1 objective, per call (virtual CPU devices share 2 cores)",
     )
     record["overhead"] = overhead
     for fwd in forwards:
         r = overhead[f"{fwd}/shard_map×1"]["ratio_vs_plain"]
-        print(f"{fwd}: ShardedChi2 on 1 device = {r:.2f}× the plain objective (target ≤ 1.1×: {'met' if r <= 1.1 else 'NOT met'})")
+        print(
+            f"{fwd}: ShardedChi2 on 1 device = {r:.2f}× the plain objective (target ≤ 1.1×: {'met' if r <= 1.1 else 'NOT met'})"
+        )
 
     # 3: memory of the dense matrix per device.
     vis_raw = raw.take(np.arange(min(raw.n_rows, 2400))) if args.quick else raw
@@ -151,15 +171,19 @@ def main():
     full = term.forward.a_re.nbytes + term.forward.a_im.nbytes
     for n in [1, 2, 4, 8]:
         s = em.ShardedChi2(term, mesh_of(n))
-        per = max(
-            sum(sh.data.nbytes for sh in leaf.addressable_shards if sh.device == d)
-            for d in mesh_of(n).devices.flat
-            for leaf in [s.term.forward.a_re]
-        ) * 2
+        per = (
+            max(
+                sum(sh.data.nbytes for sh in leaf.addressable_shards if sh.device == d)
+                for d in mesh_of(n).devices.flat
+                for leaf in [s.term.forward.a_re]
+            )
+            * 2
+        )
         memory[n] = per
         mem_rows.append([str(n), C.fmt_bytes(per), f"{per / full:.3f}", f"{1 / n:.3f}"])
     table2 = C.print_table(
-        ["devices", "matrix bytes per device", "fraction", "1/n"], mem_rows,
+        ["devices", "matrix bytes per device", "fraction", "1/n"],
+        mem_rows,
         title=f"DirectFT matrix of {term.rows} raw visibilities at 64² ({C.fmt_bytes(full)} in all)",
     )
     record["memory_per_device"] = memory
@@ -180,9 +204,17 @@ def main():
     for fwd in procs:
         t2 = float(np.median(two[fwd]["times"]))
         procs[fwd]["two_processes_2_devices_each"] = t2
-        proc_rows.append([fwd, C.fmt_time(procs[fwd]["one_process_4_devices"]), C.fmt_time(t2), C.fmt_ratio(t2 / procs[fwd]["one_process_4_devices"])])
+        proc_rows.append(
+            [
+                fwd,
+                C.fmt_time(procs[fwd]["one_process_4_devices"]),
+                C.fmt_time(t2),
+                C.fmt_ratio(t2 / procs[fwd]["one_process_4_devices"]),
+            ]
+        )
     table3 = C.print_table(
-        ["forward", "1 process × 4 devices", "2 processes × 2", "ratio"], proc_rows,
+        ["forward", "1 process × 4 devices", "2 processes × 2", "ratio"],
+        proc_rows,
         title="sharded round-1 objective (04-10 lo, 32²), value + gradient per call",
     )
     record["processes"] = procs
@@ -206,7 +238,9 @@ def _data_terms(fwd):
     return [
         em.AmpChi2.from_data(em.amplitudes(data), grid, forward=fwd),
         em.ClosurePhaseChi2.from_data(em.closure_phases(data), grid, forward=fwd),
-        em.LogClosureAmpChi2.from_data(em.log_closure_amplitudes(data), grid, forward=fwd),
+        em.LogClosureAmpChi2.from_data(
+            em.log_closure_amplitudes(data), grid, forward=fwd
+        ),
     ]
 
 
@@ -220,8 +254,18 @@ def run_two_processes(forwards: str, repeats: int) -> dict:
         env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
         ps = [
             subprocess.Popen(
-                [sys.executable, str(worker), str(i), str(port), str(out), forwards, str(repeats)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                [
+                    sys.executable,
+                    str(worker),
+                    str(i),
+                    str(port),
+                    str(out),
+                    forwards,
+                    str(repeats),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
             )
             for i in (0, 1)
         ]

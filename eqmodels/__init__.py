@@ -45,6 +45,7 @@ from ._data._derived import (
     closure_phases as closure_phases,
     log_closure_amplitudes as log_closure_amplitudes,
 )
+from ._data._examples import example_uvfits as example_uvfits
 from ._data._fitsimage import load_fits as load_fits, save_fits as save_fits
 from ._data._gains import apply_gains as apply_gains
 from ._data._noise import (

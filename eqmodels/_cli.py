@@ -1,5 +1,7 @@
 """The `eqmodels` command line: `python -m eqmodels image LO.uvfits [HI.uvfits ...]
--o OUT.fits` runs the published 2017 M87 recipe ([`eqmodels.image_m87`][])."""
+-o OUT.fits` runs the published 2017 M87 recipe ([`eqmodels.image_m87`][]);
+`python -m eqmodels image` alone images the M87 file shipped with the package into
+`m87.fits`."""
 
 import argparse
 import math
@@ -8,6 +10,10 @@ import pathlib
 import sys
 import time
 import warnings
+
+
+# Where `eqmodels image` with no uvfits files (the shipped M87 file) writes.
+_DEFAULT_OUTPUT = "m87.fits"
 
 
 def plot_image(image, grid, path, *, title: str = "") -> None:
@@ -43,8 +49,17 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     im.set_defaults(parser=im)
-    im.add_argument("uvfits", nargs="+", help="uvfits files (one day's bands)")
-    im.add_argument("-o", "--output", required=True, help="output FITS image")
+    im.add_argument(
+        "uvfits", nargs="*",
+        help=(
+            "uvfits files (one day's bands); none: the M87 2017-04-10 low-band "
+            "file shipped with eqmodels (`eqmodels.example_uvfits()`)"
+        ),
+    )  # fmt: skip
+    im.add_argument(
+        "-o", "--output", default=None,
+        help=f"output FITS image (needed with uvfits files; {_DEFAULT_OUTPUT} without)",
+    )  # fmt: skip
     im.add_argument("--npix", type=int, default=64, help="pixels per side (64)")
     im.add_argument("--fov", type=float, default=128.0, help="field of view, µas (128)")
     im.add_argument(
@@ -82,7 +97,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check_paths(ap: argparse.ArgumentParser, args) -> None:
-    """Refuse, before any imaging, paths that would fail after it."""
+    """Refuse, before any imaging, paths that would fail after it. With no uvfits
+    files, the shipped M87 file is imaged into `m87.fits` unless `-o` says where."""
+    if not args.uvfits:
+        from ._data._examples import example_uvfits
+
+        args.uvfits = [str(example_uvfits())]
+        if args.output is None:
+            args.output = _DEFAULT_OUTPUT
+    elif args.output is None:
+        ap.error(
+            "-o/--output is needed with uvfits files: give the output FITS image's "
+            "name (only the shipped example, imaged when no files are given, has a "
+            f"default: {_DEFAULT_OUTPUT})."
+        )
     for path in args.uvfits:
         if not pathlib.Path(path).is_file():
             ap.error(f"uvfits file {path!r} does not exist (or is not a file).")

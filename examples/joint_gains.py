@@ -55,7 +55,9 @@ def minimise(loss, model, objective, n_steps, *, free=eqx.is_inexact_array):
             return loss(eqx.combine(p, static), objective)
 
         value, grads = optax.value_and_grad_from_state(f)(params, state=state)
-        updates, state = opt.update(grads, state, params, value=value, grad=grads, value_fn=f)
+        updates, state = opt.update(
+            grads, state, params, value=value, grad=grads, value_fn=f
+        )
         return optax.apply_updates(params, updates), state, value
 
     for _ in range(n_steps):
@@ -67,18 +69,29 @@ def main(n_steps=150, seed=0):
     t0 = time.perf_counter()
     grid = em.ImageGrid.from_fov(32, 128.0)
     truth = np.asarray(
-        em.RingImage(grid, 0.6, em.uas_to_rad(42.0), em.uas_to_rad(8.0), asymmetry=0.5)()
+        em.RingImage(
+            grid, 0.6, em.uas_to_rad(42.0), em.uas_to_rad(8.0), asymmetry=0.5
+        )()
     )
     array = em.EHT2017.select(["AA", "AP", "AZ", "JC", "LM", "PV", "SM"])
     clean = em.observe(
-        truth, grid, array, ra=187.7059, dec=12.3911,
-        times=np.arange(0.0, 24.0, 0.5), integration=120.0, seed=seed,
+        truth,
+        grid,
+        array,
+        ra=187.7059,
+        dec=12.3911,
+        times=np.arange(0.0, 24.0, 0.5),
+        integration=120.0,
+        seed=seed,
     )
     rng = np.random.default_rng(seed)
     shape = em.StationGains.from_data(clean, "scan").log_amp.shape
     true_gains = em.StationGains.from_data(
-        clean, "scan",
-        gains=np.exp(0.1 * rng.standard_normal(shape) + 1j * rng.uniform(-np.pi, np.pi, shape)),
+        clean,
+        "scan",
+        gains=np.exp(
+            0.1 * rng.standard_normal(shape) + 1j * rng.uniform(-np.pi, np.pi, shape)
+        ),
     )
     data = true_gains.corrupt(clean)
     print(data.summary())
@@ -132,7 +145,11 @@ def main(n_steps=150, seed=0):
 
     (image, gains), _ = minimise(joint_loss, (image, gains), objective, n_steps)
     report = em.with_gains(objective, gains).report(image)
-    chi2 = {k: round(float(v), 3) for k, v in report.items() if k in ("vis", "cphase", "logcamp")}
+    chi2 = {
+        k: round(float(v), 3)
+        for k, v in report.items()
+        if k in ("vis", "cphase", "logcamp")
+    }
     # A shift of the image is a station-based phase (closures cannot see it and
     # the gains absorb it), so compare what is invariant: gain amplitudes
     # |g_a g_b|, and the image up to a shift.

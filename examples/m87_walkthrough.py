@@ -32,7 +32,7 @@ import eqmodels as em  # noqa: E402
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SHIPPED = ROOT / "tests" / "data" / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
+SHIPPED = ROOT / "eqmodels" / "data" / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
 OUTPUT = ROOT / "examples" / "output" / "m87_walkthrough.fits"
 
 ZBL = 0.6  # the compact flux (Jy)
@@ -112,8 +112,8 @@ def main(argv=None):
     if args.restarts is not None and args.restarts < 0:
         ap.error(f"--restarts must be >= 0, got {args.restarts}.")
     paths = args.uvfits or [str(SHIPPED)]
-    iterations = args.iterations if args.iterations is not None else (
-        30 if args.fast else 100
+    iterations = (
+        args.iterations if args.iterations is not None else (30 if args.fast else 100)
     )
     restarts = args.restarts if args.restarts is not None else (1 if args.fast else 3)
     figures = Figures(args.figures)
@@ -277,7 +277,9 @@ def main(argv=None):
         rounds.append(image)
         reports.append(chi2)
         sites = [s for s in pipeline_sites if s in data0.station_names]
-        data = selfcal(data0, image, method="both", gain_tol=(0.02, 0.2), stations=sites)
+        data = selfcal(
+            data0, image, method="both", gain_tol=(0.02, 0.2), stations=sites
+        )
     # --8<-- [end:rounds]
     if figures:
         fig = em.plot_images(

@@ -28,7 +28,7 @@ import eqmodels as em  # noqa: E402
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SHIPPED = ROOT / "tests" / "data" / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
+SHIPPED = ROOT / "eqmodels" / "data" / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
 
 
 def main(argv=None):

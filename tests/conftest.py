@@ -29,7 +29,8 @@ settings.register_profile("explore", max_examples=500, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 SHARED_DATA = pathlib.Path(__file__).resolve().parents[1].parent / "shared" / "data"
-TEST_DATA = pathlib.Path(__file__).resolve().parent / "data"
+# The uvfits file shipped with the package (eqmodels/data), read by many tests.
+TEST_DATA = pathlib.Path(__file__).resolve().parents[1] / "eqmodels" / "data"
 
 
 @pytest.fixture(scope="session")

@@ -17,25 +17,29 @@ from .helpers import own_error
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-DAY_100 = ROOT / "tests" / "data" / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
+DAY_100 = em.example_uvfits()
 DAY_101 = "eht/m87_2017/SR1_M87_2017_101_{}_hops_netcal_StokesI.uvfits"
 REFERENCE = "reference/m87_2017_101_ehtim_pipeline.fits"
 
 
 def test_cli_fast(tmp_path):
-    """`python -m eqmodels image ... --fast` writes a finite 0.6 Jy image and a
-    plot, and prints a χ² table whose closure χ² fall from round 1's start; it
-    fills the default compilation cache (`$EQMODELS_CACHE_DIR` here)."""
+    """`python -m eqmodels image --png m87.png --fast`, with no uvfits file, images
+    the file shipped with the package into `m87.fits` in the working folder: a
+    finite 0.6 Jy image and a plot, and a χ² table whose closure χ² fall from
+    round 1's start; it fills the default compilation cache
+    (`$EQMODELS_CACHE_DIR` here)."""
     out = tmp_path / "m87.fits"
     png = tmp_path / "m87.png"
     cache = tmp_path / "cache"
     proc = subprocess.run(
-        [sys.executable, "-m", "eqmodels", "image", str(DAY_100), "-o", str(out),
-         "--png", str(png), "--fast"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "EQMODELS_CACHE_DIR": str(cache)},
+        [sys.executable, "-m", "eqmodels", "image", "--png", "m87.png", "--fast"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "EQMODELS_CACHE_DIR": str(cache),
+             "PYTHONPATH": os.pathsep.join(
+                 [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"{em.example_uvfits()} -> m87.fits" in proc.stdout
     assert f"compilation cache: {cache.resolve()}" in proc.stdout
     assert len(list(cache.iterdir())) >= 4  # the imaging and self-cal programs
     lines = proc.stdout.splitlines()
@@ -66,6 +70,34 @@ def test_cli_fast(tmp_path):
     mjd = fits.getheader(out)["MJD"]
     assert mjd == pytest.approx(data.mjd + float(data.time.min()) / 24, abs=1e-9)
     assert mjd > data.mjd
+
+
+def test_example_uvfits():
+    """The shipped file is a file inside the package, loads as the 2017-04-10 low
+    band, and an unknown name is refused naming the shipped ones."""
+    path = em.example_uvfits()
+    package = pathlib.Path(em.__file__).resolve().parent
+    assert path.is_file() and package in path.parents
+    assert (path.parent / "PROVENANCE.md").is_file()
+    data = em.load_uvfits(path)
+    assert (data.n_rows, data.source, data.mjd) == (2367, "M87", 57853)
+    with pytest.raises(ValueError, match="'m87_2017_04_10_lo'"):
+        em.example_uvfits("m87_2017_04_11")
+
+
+def test_installed_distribution_ships_the_example():
+    """The wheel carries the data file (a package's non-Python files are easily
+    left out): checked on the installed distribution where there is one (CI
+    installs the checkout with pip)."""
+    import importlib.metadata
+
+    try:
+        files = importlib.metadata.files("eqmodels") or []
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("eqmodels is not installed (run from a checkout)")
+    names = {str(f).replace(os.sep, "/") for f in files}
+    assert f"eqmodels/data/{em.example_uvfits().name}" in names
+    assert "eqmodels/data/PROVENANCE.md" in names
 
 
 def test_closure_score_reproduces_pipeline(shared_data):
@@ -182,6 +214,9 @@ def test_two_bands_self_calibrate_per_band(shared_data):
         # slash, passed (pathlib drops the slash) and failed at the final write.
         (["{data}", "-o", "{tmp}/newdir/"], "-o/--output .* names a folder"),
         (["{data}", "-o", "{tmp}/a.fits", "--png", "{tmp}/p/"], "--png .* names a"),
+        # Only the shipped example (no files given) has a default output.
+        (["{data}"], "-o/--output is needed with uvfits files"),
+        (["-o", "{tmp}/a.fits", "--npix", "0"], "--npix must be >= 1"),
     ],
 )
 def test_cli_refuses_bad_arguments_before_imaging(tmp_path, capsys, args, message):

@@ -238,11 +238,7 @@ def test_entropies_push_negative_pixels_back_up(cls):
 
 # ------------------------------------------------------------ 6. data integrity
 fits = pytest.importorskip("astropy.io.fits")
-UVFITS = (
-    __import__("pathlib").Path(__file__).resolve().parent
-    / "data"
-    / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
-)
+UVFITS = em.example_uvfits()  # the file shipped in eqmodels/data
 N_ROWS = 2367
 # Layout of that file: a 2880-byte-block header of 8640 bytes, then 2367 groups of
 # 9 float32 random parameters (UU, VV, WW, BASELINE, DATE, DATE, INTTIM, TAU1,

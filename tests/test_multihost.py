@@ -4,6 +4,7 @@ and its gradient; they equal the single-process, unsharded ones. Bounded in time
 the processes are always cleaned up."""
 
 import json
+import pathlib
 import socket
 import subprocess
 import sys
@@ -12,12 +13,11 @@ import jax
 import numpy as np
 import pytest
 
-from tests.conftest import TEST_DATA
 from tests.helpers import assert_allclose
 from tests.multihost.problem import build, image
 
 
-WORKER = TEST_DATA.parent / "multihost" / "worker.py"
+WORKER = pathlib.Path(__file__).resolve().parent / "multihost" / "worker.py"
 FORWARDS = ("direct", "nufft")
 TIMEOUT_S = 240
 

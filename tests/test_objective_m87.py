@@ -5,14 +5,13 @@
 Problem (ANCHORS.md): M87 2017-04-11 lo band (from ../shared/data), scan averaged,
 64² pixels over 128 µas, Gaussian prior of 40 µas FWHM, total flux 0.6 Jy,
 `{amp 0.2, cphase 1, logcamp 1}` + `{simple 100, tv 1, tv2 1, flux 1e4}`
-normalised. The 2017-04-10 lo file kept in tests/data runs too, so the test never
+normalised. The 2017-04-10 lo file shipped in eqmodels/data runs too, so the test never
 skips entirely.
 """
 
 import contextlib
 import functools
 import io
-import pathlib
 
 import equinox as eqx
 import jax
@@ -28,11 +27,7 @@ from tests.reference import regularizers as rr, terms as rt
 FLUX = 0.6
 GRID = em.ImageGrid.from_fov(64, 128.0)
 DAY_101 = "eht/m87_2017/SR1_M87_2017_101_lo_hops_netcal_StokesI.uvfits"
-DAY_100 = (
-    pathlib.Path(__file__).parent
-    / "data"
-    / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
-)
+DAY_100 = em.example_uvfits()  # the file shipped in eqmodels/data
 # Row counts after scan averaging and minimal closure sets: documented facts
 # (ANCHORS.md for 04-11).
 ROWS = {"101": (216, 134, 113), "100": (91, 55, 48)}

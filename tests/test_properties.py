@@ -8,7 +8,6 @@ fresh ones; add what it finds as an `@example`."""
 
 import math
 import os
-import pathlib
 
 import jax.numpy as jnp
 import numpy as np
@@ -165,11 +164,7 @@ def test_pixel_image_from_lists(image, transform):
 
 
 # ------------------------------------------------------------------- loaders
-UVFITS = (
-    pathlib.Path(__file__).resolve().parent
-    / "data"
-    / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
-)
+UVFITS = em.example_uvfits()  # the file shipped in eqmodels/data
 _RAW = UVFITS.read_bytes() if UVFITS.exists() else b""
 _DATA_START, _DATA_END = 8640, 8640 + 84 * 2367
 

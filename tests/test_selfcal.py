@@ -314,7 +314,7 @@ def test_self_calibrate_without_x64_warns_nothing():
         "import json, warnings\n"
         "warnings.simplefilter('error')\n"
         "import eqmodels as em\n"
-        "data = em.load_uvfits('tests/data/SR1_M87_2017_100_lo_hops_netcal_StokesI"
+        "data = em.load_uvfits('eqmodels/data/SR1_M87_2017_100_lo_hops_netcal_StokesI"
         ".uvfits').scan_average()\n"
         "grid = em.ImageGrid.from_fov(32, 128.0)\n"
         "img = em.GaussianImage(grid, 0.6, em.uas_to_rad(40.0))()\n"

@@ -14,7 +14,7 @@ from tests.helpers import assert_allclose
 from tests.test_terms import DATA_TERMS, GRID, positive_image, products
 
 
-DAY_100 = "tests/data/SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
+DAY_100 = "eqmodels/data/SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
 FROM_DATA = [
     (em.AmpChi2, em.amplitudes, "amp"),
     (em.BispectrumChi2, em.bispectra, "bispectrum"),

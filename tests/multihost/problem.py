@@ -7,7 +7,8 @@ import numpy as np
 
 
 DATA = (
-    pathlib.Path(__file__).resolve().parents[1]
+    pathlib.Path(__file__).resolve().parents[2]
+    / "eqmodels"
     / "data"
     / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
 )
