@@ -209,6 +209,7 @@ __all__ = [
     "EHT2017",
     "compiler_options",
     "enable_compilation_cache",
+    "example_uvfits",
     "Flux",
     "GainAmplitudePrior",
     "GainCorrected",

@@ -185,6 +185,9 @@ def test_thin_ring_stays_finite():
         (lambda: em.GaussianImage(GRID, 1.0, 3 * P, y0=-4.5 * P), "`y0`"),
         (lambda: em.RingImage(GRID, 1.0, 20 * P, P), "`diameter`"),
         (lambda: em.RingImage(GRID, 1.0, 4 * P, P, x0=3 * P), "`x0`"),
+        # From a review: the width counts (d/2 = 3 px is inside the ±4 px field,
+        # the outer half-maximum radius (d + w)/2 = 4.5 px is not).
+        (lambda: em.RingImage(GRID, 1.0, 6 * P, 3 * P), "`width`"),
     ],
 )
 def test_models_outside_the_field_are_refused(build, match):

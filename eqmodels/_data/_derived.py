@@ -7,7 +7,7 @@ backwards has `(-u, -v)`, so a data term computes `V̂1 V̂2 V̂3` from the forw
 model at the legs directly), the `sign` of each leg, the station indices and
 the timestamp.
 
-Formulas (CONVENTIONS.md; eht-imaging 1.3.2), with `σ_i` the visibility sigmas:
+Formulas (docs/conventions.md; eht-imaging 1.3.2), with `σ_i` the visibility sigmas:
 
 - amplitude: `A = sqrt(|V|² - σ²)` if `|V| > σ` else 0 (`debias=True`).
 - bispectrum: `B = V1 V2 V3`, `σ_B = |B| sqrt(Σ σ_i²/|V_i|²)`.

@@ -32,7 +32,7 @@ class ShardedChi2(AbstractDataTerm, strict=True):
     per-row leaf and the forward model's points are split over the devices (a
     `DirectFT` keeps `1/n` of its matrix on each); the image is replicated (its gradient is the
     sum of the devices' shares, which `shard_map`'s transpose forms without
-    replication tracking; see CONVENTIONS.md on jax-finufft's pitfall); each device
+    replication tracking; see docs/conventions.md on jax-finufft's pitfalls); each device
     computes its rows' share of the χ² and a `psum` adds them:
 
     `χ² = Σ_d Σ_{k ∈ rows(d)} f(row k) / N` — the terms are sums over rows divided
