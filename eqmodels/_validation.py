@@ -5,6 +5,10 @@ the argument and the fix, *at construction*. Checks run only on concrete values:
 module rebuilt inside `jit`/`vmap` holds tracers, which are passed through unchecked.
 """
 
+import pathlib
+import sys
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -216,3 +220,31 @@ def check_flag(name: str, value) -> bool:
     if not isinstance(value, bool | np.bool_):
         raise TypeError(f"`{name}` must be True or False, got {value!r}.")
     return bool(value)
+
+
+_PACKAGE = str(pathlib.Path(__file__).resolve().parent)
+# Wrappers a call into eqmodels may pass through (runtime type checkers, Equinox's
+# module machinery, JAX's transformations): not the user's line either.
+_WRAPPERS = ("jaxtyping", "beartype", "equinox", "jax")
+
+
+def _internal(filename: str) -> bool:
+    if filename.startswith(_PACKAGE):
+        return True
+    for name in _WRAPPERS:
+        module = sys.modules.get(name)
+        where = getattr(module, "__file__", None)
+        if where and filename.startswith(str(pathlib.Path(where).parent)):
+            return True
+    return False
+
+
+def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """`warnings.warn` attributed to the first caller outside eqmodels (the user's
+    line), however deep inside the package the warning is raised, and through
+    whichever wrappers (a runtime type checker's): a fixed `stacklevel` is right
+    for one call path only."""
+    level, frame = 2, sys._getframe(1)  # 1 would be this function
+    while frame is not None and _internal(frame.f_code.co_filename):
+        level, frame = level + 1, frame.f_back
+    warnings.warn(message, category, stacklevel=level)

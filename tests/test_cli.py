@@ -309,8 +309,10 @@ def test_recipe_warns_about_other_sources_and_days():
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*source is")
         em.image_m87(data.replace(source="SGRA"), zbl=0.6, **kw)
-    with pytest.warns(UserWarning, match="from 2 days"):
+    with pytest.warns(UserWarning, match="from 2 days") as record:
         em.image_m87([data, data.replace(mjd=data.mjd + 1)], **kw)
+    # Attributed to this line, not to a line inside eqmodels (from a review).
+    assert {w.filename for w in record} == {__file__}
     with pytest.raises(ValueError, match="`fov` must be at least 80"):
         em.image_m87(data, fov=70.0, **kw)
     # Without ALMA-APEX and SMA-JCMT there is no zero baseline to set the flux by.
@@ -360,6 +362,12 @@ def test_cli_plot_failure_is_one_error_line(tmp_path, capsys, monkeypatch):
         ("npix=None", "ValueError", "`npix` must be an int >= 1, got None"),
         ("fov=None", "TypeError", "`fov` must be a number of µas, got None"),
         ("fov='128'", "TypeError", "`fov` must be a number of µas"),
+        # From a review: reported as `flux` / `ftol` errors, `stop`'s only after
+        # the data preparation and a self-calibration.
+        ("zbl=-0.6", "ValueError", "`zbl` must be a finite number"),
+        ("zbl='0.6'", "ValueError", "`zbl` must be a finite number"),
+        ("stop=-1.0", "ValueError", "`stop` must be a finite number"),
+        ("stop=float('nan')", "ValueError", "`stop` must be a finite number"),
     ],
 )
 def test_image_m87_refuses_bad_arguments(call, exc, message):
@@ -367,6 +375,27 @@ def test_image_m87_refuses_bad_arguments(call, exc, message):
     not a number raised a bare comparison error."""
     msg = own_error(f"em.image_m87({str(DAY_100)!r}, {call})", exc)
     assert msg is not None and message in msg, msg
+
+
+def test_closure_score_takes_models_and_refuses_unscorable_images():
+    """From a review: an all-NaN image scored like an all-zero one (its NaN
+    bispectra took the exactly-zero branch), a masked array was scored through
+    its mask, and an image model raised a bare `float()` TypeError."""
+    grid = em.ImageGrid.from_fov(32, 128.0)
+    model = em.GaussianImage(grid, 0.6, em.uas_to_rad(40.0), x0=em.uas_to_rad(5.0))
+    by_model = em.closure_score(model, [DAY_100])
+    by_array = em.closure_score(np.asarray(model()), [DAY_100], grid=grid)
+    assert by_model == by_array and np.isfinite(list(by_model.values())).all()
+    nan = np.asarray(model()).copy()
+    nan[3, 4] = np.nan
+    with pytest.raises(ValueError, match="1 non-finite pixel"):
+        em.closure_score(nan, [DAY_100], grid=grid)
+    with pytest.raises(TypeError, match="masked array.*filled"):
+        em.closure_score(np.ma.masked_all(grid.shape), [DAY_100], grid=grid)
+    with pytest.raises(ValueError, match="shape"):
+        em.closure_score(np.zeros((8, 8)), [DAY_100], grid=grid)
+    with pytest.raises(ValueError, match="differs from the image model's"):
+        em.closure_score(model, [DAY_100], grid=em.ImageGrid.from_fov(16, 128.0))
 
 
 def test_image_m87_names_what_it_takes_for_data():

@@ -585,3 +585,18 @@ def test_uvfits_rows_beyond_float32_are_flagged(tmp_path):
     d = em.load_uvfits(path)
     assert d.n_flagged == 2 and d.n_rows == N_ROWS - 2
     assert np.all(np.isfinite(np.asarray(d.tint, np.float32)))
+
+
+def test_closure_phase_chi2_of_a_nan_image_is_nan():
+    """From a review: a NaN bispectrum took the branch meant for an exactly-zero
+    one (phase 0), so a NaN image had a finite χ² (a zero image's); only an exact
+    zero is a zero phase."""
+    data = em.load_uvfits(em.example_uvfits()).scan_average()
+    grid = em.ImageGrid.from_fov(16, 128.0)
+    term = em.ClosurePhaseChi2.from_data(em.closure_phases(data), grid)
+    nan = jnp.zeros(grid.shape).at[3, 4].set(jnp.nan) + 1e-3
+    assert np.isnan(float(term(nan)))
+    # The exactly-zero image keeps its documented value: every model phase 0.
+    zero = float(term(jnp.zeros(grid.shape)))
+    psi, w = np.asarray(term.cphase), np.asarray(term.weight)
+    assert_allclose(zero, 2 * np.sum(w * (1 - np.cos(psi))) / len(psi), rtol=1e-12)

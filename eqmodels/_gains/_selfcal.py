@@ -18,8 +18,6 @@ the rows are padded to one length per interval (weight 0), and the steps are
 `jax.vmap`ped over intervals inside one compiled program.
 """
 
-import warnings
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -32,6 +30,7 @@ from .._forward._direct import DirectFT
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
 from .._numerics import asarray
+from .._validation import warn_user
 from ._intervals import solution_intervals
 from ._priors import station_tolerances
 from ._station_gains import StationGains
@@ -264,12 +263,10 @@ def self_calibrate(
     )
     unconverged = int(np.sum(~np.asarray(converged)[:n_int]))
     if unconverged:
-        warnings.warn(
+        warn_user(
             f"self-calibration stopped at `max_steps`={max_steps} before converging "
             f"in {unconverged} of {n_int} solution intervals: raise `max_steps` "
             "(the gains there are not the objective's minimum).",
-            UserWarning,
-            stacklevel=2,
         )
     gains = StationGains(
         la[:n_int], ph[:n_int], slot, bounds, names, present, data.index_key, data.mjd

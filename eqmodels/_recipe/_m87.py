@@ -7,7 +7,6 @@ Every number below is the pipeline's. The steps are documented in `docs/recipe.m
 import math
 import os
 import time
-import warnings
 
 import jax
 import numpy as np
@@ -25,6 +24,7 @@ from .._data._uvfits import load_uvfits
 from .._data._visdata import concatenate, VisData
 from .._gains._selfcal import self_calibrate
 from .._grid import ImageGrid
+from .._image._base import AbstractImageModel
 from .._image._gaussian import GaussianImage
 from .._image._pixel import PixelImage
 from .._regularizers._base import beam_from_uv
@@ -38,6 +38,7 @@ from .._terms._cphase import ClosurePhaseChi2
 from .._terms._logcamp import LogClosureAmpChi2
 from .._terms._vis import VisChi2
 from .._units import uas_to_rad
+from .._validation import warn_user
 
 
 #: Total compact flux (Jy).
@@ -100,22 +101,18 @@ def _check_recipe_applies(data: VisData, zbl_given: bool) -> None:
     another source (its compact flux and prior size are M87's) or stations the
     recipe has no settings for (no systematic noise, no self-calibration)."""
     if "M87" not in str(data.source).upper() and not zbl_given:
-        warnings.warn(
+        warn_user(
             f"the data's source is {data.source!r}: the recipe's settings are "
             f"M87's (compact flux zbl={ZBL} Jy, a {PRIOR_FWHM_UAS:g} µas prior). "
             "Pass `zbl` (the CLI's --zbl) for another source's compact flux.",
-            UserWarning,
-            stacklevel=3,
         )
     unknown = [s for s in data.station_names if _site(s) not in SEFD_ERROR_BUDGET]
     if unknown:
-        warnings.warn(
+        warn_user(
             f"stations {unknown} are not in the 2017 recipe's tables: they get no "
             "systematic noise in rounds 1-2 and no self-calibration in rounds 3-4 "
             f"(known: {sorted(SEFD_ERROR_BUDGET)}, and the 2018 codes "
             f"{sorted(SITE_CODES_2018)}).",
-            UserWarning,
-            stacklevel=3,
         )
 
 
@@ -141,12 +138,10 @@ def load_bands(paths_or_data) -> VisData:
     parts.sort(key=lambda p: (p.mjd, min(p.band_freqs)))
     days = sorted({p.mjd for p in parts})
     if len(days) > 1:
-        warnings.warn(
+        warn_user(
             f"the data sets are from {len(days)} days (MJD {days}): the recipe "
             "images one day's bands; the days are joined (each in its own hours "
             f"of MJD {days[0]}) and the image is dated MJD {days[0]}.",
-            UserWarning,
-            stacklevel=3,
         )
     return parts[0] if len(parts) == 1 else concatenate(parts)
 
@@ -350,6 +345,20 @@ def image_m87(
     real = int | float | np.integer | np.floating
     if isinstance(fov, bool) or not isinstance(fov, real):
         raise TypeError(f"`fov` must be a number of µas, got {fov!r}.")
+    # Checked here, by their own names, before any data are read (from a review:
+    # they surfaced as `flux` / `ftol` errors, `stop`'s after the self-calibration).
+    for name, value, what in (
+        ("zbl", zbl, "a compact flux in Jy, > 0"),
+        ("stop", stop, "the runs' `ftol` and `gtol`, >= 0"),
+    ):
+        if value is None and name == "zbl":
+            continue
+        number = not isinstance(value, bool) and isinstance(value, real)
+        low_ok = number and (value > 0 if name == "zbl" else value >= 0)
+        if not (number and math.isfinite(value) and low_ok):
+            raise ValueError(
+                f"`{name}` must be a finite number ({what}), got {value!r}."
+            )
     iterations = (30 if fast else 100) if iterations is None else int(iterations)
     restarts = (1 if fast else 3) if restarts is None else int(restarts)
     if not jax.config.read("jax_enable_x64"):
@@ -500,8 +509,8 @@ def closure_score(image, datasets, *, grid: ImageGrid | None = None) -> dict:
 
     **Arguments:**
 
-    - `image`: an `(ny, nx)` array (with `grid`), or a FITS path
-      ([`eqmodels.load_fits`][]).
+    - `image`: an `(ny, nx)` array of finite values (with `grid`), an image model
+      (its own grid), or a FITS path ([`eqmodels.load_fits`][]).
     - `datasets`: uvfits paths and/or [`eqmodels.VisData`][] (unaveraged or
       scan-averaged).
     - `grid`: the image's grid when `image` is an array.
@@ -516,13 +525,34 @@ def closure_score(image, datasets, *, grid: ImageGrid | None = None) -> dict:
                 "`grid` is read from the FITS file: give it only with an array image."
             )
         image, grid = load_fits(image)
+    elif isinstance(image, AbstractImageModel):
+        if grid is not None and grid != image.grid:
+            raise ValueError(
+                "`grid` differs from the image model's own grid: leave `grid` out."
+            )
+        image, grid = image(), image.grid
     if grid is None:
         raise TypeError("`grid` is required when `image` is an array.")
+    if np.ma.isMaskedArray(image):
+        raise TypeError(
+            "`image` is a masked array: a score needs every pixel; pass "
+            "`image.filled(0.0)` (or the fill value you mean)."
+        )
+    image = np.asarray(image, np.float64)
+    if image.shape != grid.shape:
+        raise ValueError(
+            f"`image` has shape {image.shape}, but `grid` is {grid.shape}."
+        )
+    bad = int(np.sum(~np.isfinite(image)))
+    if bad:
+        raise ValueError(
+            f"`image` has {bad} non-finite pixel(s) (NaN or inf): a score of it "
+            "would be meaningless."
+        )
     data = add_fractional_noise(load_bands(datasets), FRACTIONAL_NOISE)
     cp = closure_phases(data, uv_min=UV_ZBLCUT)
     lca = log_closure_amplitudes(data.select_uvdist(uv_min=UV_ZBLCUT))
-    img = np.asarray(image, np.float64)
     return {
-        "cphase": float(ClosurePhaseChi2.from_data(cp, grid)(img)),
-        "logcamp": float(LogClosureAmpChi2.from_data(lca, grid)(img)),
+        "cphase": float(ClosurePhaseChi2.from_data(cp, grid)(image)),
+        "logcamp": float(LogClosureAmpChi2.from_data(lca, grid)(image)),
     }

@@ -108,7 +108,8 @@ class ClosurePhaseChi2(AbstractDataTerm, strict=True):
             vis = vis / jnp.where(scale > 0, scale, 1.0)
         b = vis[:, 0] * vis[:, 1] * vis[:, 2]
         bsq = abs2(b)
-        ok = live_rows(self.weight) & (bsq > 0)
+        # `!= 0`, not `> 0`: a NaN bispectrum stays NaN (not "exactly 0", phase 0).
+        ok = live_rows(self.weight) & (bsq != 0)
         br = jnp.where(ok, jax.lax.real(b), 1.0)
         bi = jnp.where(ok, jax.lax.imag(b), 0.0)
         c, s = jnp.cos(self.cphase), jnp.sin(self.cphase)
