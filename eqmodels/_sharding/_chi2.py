@@ -193,11 +193,35 @@ class ShardedChi2(AbstractDataTerm, strict=True):
         return self.term.report_name or type(self.term).__name__
 
     def chi2_from_vis(self, vis: Complex[Array, "*points"]) -> Scalar:
-        """The wrapped term's χ² from visibilities at its (padded) points."""
-        return self.term.chi2_from_vis(vis)
+        """The wrapped term's χ² from visibilities at its (padded) points (an
+        objective's shared transform hands them over), each device's rows on that
+        device: inside `shard_map`, so that a term's own gathers (a `GainCorrected`
+        term's gain lookups) index local rows, which JAX refuses to resolve on
+        split arrays of an Explicit mesh (from a review)."""
+        axis = self.axis_name
+        return self._rows_of_vis(
+            lambda t, v: jax.lax.psum(t.chi2_from_vis(v), axis), vis, P()
+        )
 
     def residuals_from_vis(self, vis: Complex[Array, "*points"]) -> Float[Array, " m"]:
-        return self.term.residuals_from_vis(vis)
+        return self._rows_of_vis(
+            lambda t, v: t.residuals_from_vis(v), vis, P(self.axis_name)
+        )
+
+    def _rows_of_vis(self, fn, vis, out_spec):
+        split = P(self.axis_name)
+        explicit = jax.sharding.AxisType.Explicit
+        if any(t == explicit for t in getattr(self.mesh, "axis_types", ())):
+            # On Explicit axes `shard_map` takes only inputs already split as its
+            # `in_specs` say; a shared transform's visibilities may be replicated.
+            vis = jax.sharding.reshard(vis, NamedSharding(self.mesh, split))
+        return jax.shard_map(
+            fn,
+            mesh=self.mesh,
+            in_specs=(_row_specs(self.term, self.axis_name), split),
+            out_specs=out_spec,
+            check_vma=False,
+        )(self.term, vis)
 
     def _sharded(self, fn, image, out_spec):
         axis = self.axis_name

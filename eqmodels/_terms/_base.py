@@ -28,6 +28,7 @@ from .._forward._base import AbstractForwardModel, gather_index, take_rows
 from .._grid import ImageGrid, same_grid
 from .._image._base import AbstractImageModel, evaluated_on
 from .._numerics import asarray
+from .._sharding._mesh import unsplit
 from .._validation import is_concrete
 from ._shared import merge, raw_source, share_key, SharedForward, unwrap
 
@@ -702,7 +703,13 @@ class Objective(AbstractTerm, strict=True):
                 r = t.residuals(img)
             check_real_residuals(r, self.names[i], t)
             out.append(jnp.sqrt(self.weights[i]).astype(r.dtype) * r.reshape(-1))
-        return jnp.concatenate(out)
+        if len(out) == 1:
+            return out[0]
+        # A `ShardedChi2`'s residuals split over an Explicit mesh axis do not join
+        # replicated ones (a regularizer's, an unsharded term's), nor make a length
+        # the axis divides: gathered first (from a review; least-squares solvers
+        # gather the residuals before their dense step anyway).
+        return jnp.concatenate([unsplit(r) for r in out])
 
     def __call__(self, image: ImageLike) -> Scalar:
         """**Arguments:** `image`, an `(ny, nx)` array or an image model.
