@@ -397,6 +397,36 @@ def test_survey_over_data_sets_of_different_lengths():
         assert_allclose(res.solutions.model.params[k], single.model.params, rtol=1e-8)
 
 
+def test_survey_over_padded_terms_composed_afterwards():
+    """From a review: terms padded to one length with `pad_to_match`, then
+    weighted and composed (`0.5 * term + Flux`), were refused as of different
+    structure: the padded term's rows (copies of row 0) repeat, so it alone got a
+    shared transform of its distinct points and the longer day none. A term of
+    one point a row now never shares alone; the survey equals single solves."""
+    from tests.test_terms_rows import _day, DAY_100
+
+    day = _day(DAY_100)
+    grid = em.ImageGrid.from_fov(16, 128.0)
+    terms = [
+        em.AmpChi2.from_data(em.amplitudes(d), grid, forward="separable")
+        for d in (day, day.flag_stations(["SM"]))
+    ]
+    padded = em.pad_to_match(terms)
+    assert padded[0].rows == padded[1].rows > terms[1].rows
+    prior = em.GaussianImage(grid, 0.6, em.uas_to_rad(40.0))()
+    model = em.PixelImage.from_image(prior, grid)
+    for build in (
+        lambda t: 0.5 * t + 10 * em.Flux(0.6),
+        lambda t: em.Objective([0.5 * t, 10 * em.Flux(0.6)], share=False),
+    ):
+        objectives = [build(t) for t in padded]
+        assert [len(o.shared) for o in objectives] == [0, 0]
+        res = em.survey(objectives, model, max_steps=10, devices=jax.devices()[:1])
+        for k, obj in enumerate(objectives):
+            single = em.solve(obj, model, max_steps=10)
+            assert_allclose(res.solutions.value[k], single.value, rtol=1e-9)
+
+
 def test_checkpoint_fingerprint_refuses_what_it_cannot_reach():
     """Settings nested deeper than the fingerprint goes are refused with a clear
     error, never fingerprinted by a constant (two different solvers would then

@@ -138,8 +138,15 @@ def merge(
         canon = _point_bytes([fwd for fwd, *_ in sources], u, v)
     _, first, inverse = np.unique(canon, axis=0, return_index=True, return_inverse=True)
     inverse = inverse.reshape(-1)
-    if len(sources) == 1 and first.size == u.size and wrapping is None:
-        return None
+    if len(sources) == 1 and wrapping is None:
+        # A term alone is shared only when its rows have several points (closure
+        # legs) that repeat. One point a row is never merged, even where points
+        # repeat (a padded term's rows copy row 0), so that a term and its padded
+        # copy share alike (from a review: a survey over data sets padded to one
+        # length was refused).
+        index = sources[0][2][0]  # the one member's point indices
+        if np.ndim(index) <= 1 or first.size == u.size:
+            return None
     sizes = [x.size for x in us]
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     # Shared point k is the first occurrence of that baseline, in that occurrence's
