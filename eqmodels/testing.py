@@ -87,7 +87,7 @@ def assert_close(
 
     **Raises:** `AssertionError` with the worst difference, where it occurs, its
     size in ULPs of the scale and in relative terms, on a shape mismatch or on
-    non-finite values in `actual`.
+    non-finite values in `actual` or `desired`.
     """
     a = np.asarray(actual)
     d = np.asarray(desired)
@@ -103,6 +103,14 @@ def assert_close(
         raise AssertionError(
             f"{name}: {int(bad.sum())} non-finite value(s), first at index "
             f"{tuple(int(i) for i in where)}: {a[where]!r} (reference {d[where]!r})."
+        )
+    ref_bad = ~np.isfinite(d)
+    if ref_bad.any():
+        where = np.unravel_index(int(np.argmax(ref_bad)), d.shape) if d.ndim else ()
+        raise AssertionError(
+            f"{name}: the reference has {int(ref_bad.sum())} non-finite value(s), "
+            f"first at index {tuple(int(i) for i in where)}: {d[where]!r}: fix the "
+            "reference (a NaN compares with nothing)."
         )
     if a.size == 0:
         return
@@ -177,8 +185,9 @@ def check_against_numpy(
       arrays, returning `(value, gradient w.r.t. args[argnums])`.
     - `*args`: the arguments (e.g. an image).
     - `argnums`: which argument the gradient is taken with respect to.
-    - `rtol`: relative tolerance of the value (default by the result's dtype:
-      `1e-12` in float64, `1e-5` in float32); `grad_rtol` of the gradient
+    - `rtol`: relative tolerance of the value (default by the widest of the
+      result's and the arguments' dtypes: `1e-12` in float64, `1e-5` in float32,
+      so a float64 input computed in float32 fails); `grad_rtol` of the gradient
       (default: `rtol`); `atol` an absolute tolerance for both.
     - `jit`: evaluate under `eqx.filter_jit` (default) or eagerly.
 
@@ -201,7 +210,16 @@ def check_against_numpy(
             "`fn_numpy` must return a pair `(value, gradient)`, got "
             f"{type(out).__name__}."
         ) from None
-    rtol = default_rtol(jnp.asarray(value).dtype) if rtol is None else rtol
+    if rtol is None:
+        # The strictest of the result's and the inputs' dtypes: a term that
+        # silently computes a float64 image in float32 returns float32, and its
+        # own dtype's tolerance would pass it (from a review).
+        dtypes = [jnp.asarray(value).dtype] + [
+            leaf.dtype
+            for leaf in jax.tree_util.tree_leaves(args)
+            if eqx.is_inexact_array(leaf) or isinstance(leaf, np.ndarray)
+        ]
+        rtol = min(default_rtol(d) for d in dtypes if np.issubdtype(d, np.inexact))
     assert_close(value, ref_value, rtol=rtol, atol=atol, name="value")
     assert_close(
         grad,
@@ -235,7 +253,7 @@ def check_grad_fd(
     Directions are standard normal (seeded), the step `h = rel_step · max|x|`
     (`rel_step` itself at `x = 0`).
     The differences are accurate to `O(h⁴)` plus rounding `ε|f|/h`: the defaults,
-    `rel_step = 1e-6` with `rtol = 1e-6` in float64 and `rel_step = 3e-3` with
+    `rel_step = 1e-6` with `rtol = 1e-6` in float64 and `rel_step = 1e-3` with
     `rtol = 3e-2` in float32, suit smooth functions of well-scaled inputs. (The
     closure χ² of M87 data at a Gaussian image, whose curvature along long
     baselines is large, failed second-order differences at `rel_step = 1e-5`.)
@@ -274,7 +292,7 @@ def check_grad_fd(
     if not jnp.issubdtype(xj.dtype, jnp.floating):
         raise TypeError(f"`x` must be a real floating-point array, got {xj.dtype}.")
     f64 = xj.dtype == jnp.float64
-    rel_step = (1e-6 if f64 else 3e-3) if rel_step is None else float(rel_step)
+    rel_step = (1e-6 if f64 else 1e-3) if rel_step is None else float(rel_step)
     rtol = (1e-6 if f64 else 3e-2) if rtol is None else float(rtol)
     g = np.asarray(jax.grad(lambda y: fn(y))(xj) if grad is None else grad)
     if g.shape != xj.shape:

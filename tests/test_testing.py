@@ -125,6 +125,19 @@ def test_float32_tolerance_is_dtype_aware():
     assert emt.default_rtol(np.complex128) == 1e-12
 
 
+def test_a_term_computing_a_float64_image_in_float32_fails():
+    """From a review: the default tolerance came from the result's dtype, so a
+    term that silently casts a float64 image to float32 (and returns float32)
+    passed at 1e-5; the inputs' dtype counts too."""
+    term32 = em.VisChi2(em.DirectFT(GRID, U, V, dtype=jnp.float32), OBS, SIGMA)
+
+    def casting(img):
+        return term32(jnp.asarray(img, jnp.float32))
+
+    with pytest.raises(AssertionError, match="rtol 1.0e-12"):
+        emt.check_against_numpy(casting, vis_chi2_numpy, IMAGE)
+
+
 def test_assert_close_reports_shape_and_non_finite_values():
     with pytest.raises(AssertionError, match="shape"):
         emt.assert_close(np.ones(3), np.ones(4))
@@ -134,6 +147,10 @@ def test_assert_close_reports_shape_and_non_finite_values():
     ):
         emt.assert_close(np.array([1.0, np.nan]), np.ones(2), name="gradient")
     emt.assert_close(np.ones(3) * (1 + 1e-13), np.ones(3))
+    # A NaN in the reference is named as such (it read "the reference is exactly
+    # 0: give an `atol`").
+    with pytest.raises(AssertionError, match="the reference has 1 non-finite"):
+        emt.assert_close(np.ones(2), np.array([1.0, np.nan]))
 
 
 def test_check_grad_fd_passes_and_fails():

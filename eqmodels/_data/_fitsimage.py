@@ -130,6 +130,10 @@ def save_fits(
     h["EQUINOX"] = 2000.0
     h["RADESYS"] = "FK5"
     h["PSIZE"] = (grid.psize, "pixel size (radians)")
+    # Float cards keep 16 significant digits, one short of a float64's round trip
+    # (from a review: a loaded grid differed from the saved one by 1 ulp, so the
+    # two did not compare equal, nor share transforms): the exact value as text.
+    h["EQPSIZE"] = (float(grid.psize).hex(), "PSIZE exactly (float.hex, eqmodels)")
     if freq is not None:
         if not (math.isfinite(freq) and freq > 0):
             raise ValueError(f"`freq` must be > 0 (Hz), got {freq!r}.")
@@ -218,8 +222,16 @@ def load_fits(
             f"{path!r}: the header's PSIZE ({float(stated)!r} rad) and CDELT1 "
             f"({psize!r} rad) disagree: fix the header."
         )
-    if stated is not None:  # radians as written: a bit-exact round trip
+    if stated is not None:  # radians as written
         psize = float(stated)
+    exact = header.get("EQPSIZE")  # save_fits's exact PSIZE: a bit-exact round trip
+    if isinstance(exact, str):
+        try:
+            value = float.fromhex(exact)
+        except ValueError:
+            value = None
+        if value is not None and math.isclose(value, psize, rel_tol=1e-12):
+            psize = value
     ny, nx = data.shape
     for k, n in ((1, nx), (2, ny)):
         crpix = header.get(f"CRPIX{k}")
