@@ -217,6 +217,29 @@ def test_checkpoint_fingerprint_sees_globals_and_plain_objects(
         _survey([_Holder(b)] * 2, model, checkpoint=tmp_path / "c", **kw)
 
 
+class _Wrapped(eqx.Module):
+    """A user's objective module: its results depend on its `__call__`'s code."""
+
+    objective: em.Objective
+
+    def __call__(self, model):
+        return self.objective(model)
+
+
+def test_checkpoint_fingerprint_sees_a_user_class_code(problem, tmp_path, monkeypatch):
+    """From a review: a user's module was fingerprinted by its name alone, so a
+    survey resumed after its `__call__` changed served the old results."""
+    objectives, model, _ = problem
+    kw = dict(max_steps=3, chunk_size=2, devices=jax.devices()[:1])
+    objs = [_Wrapped(objectives[0])] * 2
+    _survey(objs, model, checkpoint=tmp_path / "f", **kw)
+    again = _survey(objs, model, checkpoint=tmp_path / "f", **kw)
+    assert again.computed_chunks == () and again.loaded_chunks == (0,)
+    monkeypatch.setattr(_Wrapped, "__call__", lambda self, m: 2 * self.objective(m))
+    with pytest.raises(ValueError, match="holds another survey"):
+        _survey(objs, model, checkpoint=tmp_path / "f", **kw)
+
+
 def test_checkpoint_folder_records(problem, tmp_path):
     """A first call that fails before finishing a chunk does not claim the folder;
     a refusal says what differs; a pytree `params` spec works with a checkpoint."""

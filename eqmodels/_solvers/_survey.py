@@ -284,7 +284,7 @@ def _describe(x, depth: int = 0, seen=None) -> str:
         )
         name = f"{x.__module__}.{x.__qualname__}"
         return (
-            f"function({name},{sub(cells)},{sub(x.__defaults__)},"
+            f"function({name}{_code_digest(x)},{sub(cells)},{sub(x.__defaults__)},"
             f"{sub(_globals_read(x))})"
         )
     wrapped = getattr(x, "__wrapped__", None)  # jax.jit'ed functions
@@ -337,7 +337,48 @@ def _describe_structure(treedef) -> str:
         return "*"
     typ, aux = data
     children = ",".join(_describe_structure(c) for c in treedef.children())
-    return f"{typ.__module__}.{typ.__qualname__}[{_describe(aux)}]({children})"
+    return (
+        f"{typ.__module__}.{typ.__qualname__}{_code_digest(typ)}"
+        f"[{_describe(aux)}]({children})"
+    )
+
+
+def _code_digest(obj) -> str:
+    """`@<digest>` of a user's function's or class's code (a class's: the code of
+    the functions it defines, its `__call__` among them), `""` for a library's: a
+    checkpoint folder must not serve results of a model whose code has changed
+    since (from a review). The code, not its position: a comment added above it
+    keeps the digest."""
+    if _from_a_library(obj):
+        return ""
+    if isinstance(obj, type):
+        functions = []
+        for klass in obj.__mro__:
+            if _from_a_library(klass) or klass is object:
+                continue
+            for name, member in sorted(vars(klass).items()):
+                member = getattr(member, "__func__", member)  # static/classmethod
+                member = getattr(member, "fget", member)  # property
+                if isinstance(member, types.FunctionType):
+                    functions.append((klass.__qualname__, name, member.__code__))
+    elif isinstance(obj, types.FunctionType):
+        functions = [("", "", obj.__code__)]
+    else:
+        return ""
+    h = hashlib.sha256()
+    for owner, name, code in functions:
+        h.update(f"{owner}.{name}:{_code_text(code)}".encode())
+    return "@" + h.hexdigest()[:16]
+
+
+def _code_text(code: types.CodeType) -> str:
+    """A code object's instructions, constants and names (nested code included),
+    without file names or line numbers."""
+    consts = ",".join(
+        _code_text(c) if isinstance(c, types.CodeType) else repr(c)
+        for c in code.co_consts
+    )
+    return f"{code.co_code.hex()}|{consts}|{code.co_names}|{code.co_varnames}"
 
 
 def _has_contents(cell) -> bool:
