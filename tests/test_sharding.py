@@ -311,6 +311,10 @@ def test_wrapper_term_with_gains():
         weight.shape[0] // 4
     }
     check_same(sharded, term, x)
+    # The other order is refused with the fix (it blamed missing leaves).
+    with pytest.raises(TypeError, match=r"ShardedChi2\(GainCorrected\(term, gains\)"):
+        inner = em.VisChi2.from_data(data, M87_GRID)
+        em.GainCorrected(em.ShardedChi2(inner, mesh_of(4)), gains)
 
 
 def _explicit_mesh(n=4):

@@ -4,6 +4,7 @@ nothing and recomputes nothing finished; the compilation cache serves a second
 process; errors."""
 
 import json
+import os
 import pathlib
 import signal
 import subprocess
@@ -398,6 +399,23 @@ def test_enable_compilation_cache_rejects_a_file(tmp_path):
     f.write_text("x")
     with pytest.raises(ValueError, match="`path`"):
         em.enable_compilation_cache(f)
+    # From a review: a folder under a file raised a bare NotADirectoryError, and
+    # "" silently meant the working folder.
+    with pytest.raises(OSError, match="`path` .* cannot hold the compilation cache"):
+        em.enable_compilation_cache(f / "sub")
+    with pytest.raises(ValueError, match="`path` is empty"):
+        em.enable_compilation_cache("")
+
+
+@pytest.mark.skipif(
+    not os.path.isdir("/proc/sys") or os.access("/proc/sys", os.W_OK),
+    reason="needs an existing folder no one may write to (Linux's /proc/sys)",
+)
+def test_enable_compilation_cache_rejects_an_unwritable_folder():
+    """From a review: an existing unwritable folder was accepted, and every later
+    compilation warned that it could not write its entry."""
+    with pytest.raises(OSError, match="cannot hold the compilation cache"):
+        em.enable_compilation_cache("/proc/sys")
 
 
 def test_survey_over_data_sets_of_different_lengths():

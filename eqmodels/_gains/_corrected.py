@@ -50,6 +50,14 @@ class GainCorrected(AbstractDataTerm, strict=True):
                 "`term` is already a GainCorrected: give its inner term "
                 "(`term.term`) and one set of gains."
             )
+        from .._sharding._chi2 import ShardedChi2  # here: no import cycle
+
+        if isinstance(term, ShardedChi2):
+            raise TypeError(
+                "`term` is a ShardedChi2: wrap the other way round, "
+                "`ShardedChi2(GainCorrected(term, gains), mesh)` (the rows, gains "
+                "applied, are what is split over the devices)."
+            )
         if not isinstance(gains, StationGains):
             raise TypeError(
                 f"`gains` must be a StationGains, got {type(gains).__name__}; build "

@@ -46,10 +46,27 @@ def enable_compilation_cache(
         path = os.environ.get("EQMODELS_CACHE_DIR") or (
             pathlib.Path.home() / ".cache" / "eqmodels" / "jax"
         )
+    if isinstance(path, str) and not path.strip():
+        # From a review: "" silently meant the working folder.
+        raise ValueError(
+            "`path` is empty: give a folder (or None for $EQMODELS_CACHE_DIR or "
+            "~/.cache/eqmodels/jax)."
+        )
     path = pathlib.Path(path).expanduser().resolve()
     if path.exists() and not path.is_dir():
         raise ValueError(f"`path` {str(path)!r} exists and is not a folder.")
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        # Writable, found now (from a review: an unwritable folder was accepted,
+        # and every later compilation warned that it could not write its entry).
+        probe = path / f".eqmodels-probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise OSError(
+            f"`path` {str(path)!r} cannot hold the compilation cache "
+            f"({type(e).__name__}: {e.strerror or e}): give a writable folder."
+        ) from e
     # JAX sets its cache up once, at the first compilation, and ignores a folder
     # set later; resetting its (private) state makes the new folder take effect.
     from jax._src import compilation_cache as _cc
