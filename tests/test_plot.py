@@ -16,6 +16,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import eqmodels as em  # noqa: E402
+from tests.helpers import own_error  # noqa: E402
 
 
 GRID = em.ImageGrid(8, 10, em.uas_to_rad(5.0))  # 40 µas × 50 µas
@@ -260,3 +261,24 @@ def test_plot_images_takes_a_numpy_integer_for_ncols():
     fig = em.plot_images([img, img, img], GRID, ncols=np.int64(2))
     assert len([a for a in fig.axes if a.images]) == 3
     plt.close(fig)
+
+
+def test_zero_d_arrays_as_numbers_and_one_image_to_plot_images():
+    """From a review: a 0-d array `freq` or `beam` (a JAX or numpy scalar, e.g.
+    `data.freq`) was refused as "not a frequency", and one 2-d image given to
+    `plot_images` was split into rows ("`images[0]` has shape (10,)")."""
+    img = np.ones(GRID.shape)
+    ax = em.plot_image(img, GRID, units="Tb", freq=230e9)
+    want = ax.images[0].get_array()
+    for freq in (jnp.asarray(230e9), np.asarray(230e9)):
+        ax = em.plot_image(img, GRID, units="Tb", freq=freq)
+        np.testing.assert_array_equal(ax.images[0].get_array(), want)
+    em.plot_image(img, GRID, beam=jnp.asarray(10.0))
+    plt.close("all")
+    # (Under the suite's runtime type checker the annotation refuses it first.)
+    msg = own_error(
+        "em.plot_images(np.ones((8, 10)), em.ImageGrid(8, 10, 2e-11))",
+        "TypeError",
+        "import matplotlib; matplotlib.use('Agg')",
+    )
+    assert msg is not None and "one 2-d image" in msg and "plot_image" in msg, msg

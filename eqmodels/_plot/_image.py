@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 from jaxtyping import ArrayLike, Float
 
+from .._custom_types import RealLike
 from .._data._fitsimage import as_image_array
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
@@ -52,7 +53,7 @@ def image_in_units(
     image: Float[ArrayLike, "ny nx"],
     grid: ImageGrid,
     units: str = "Jy/uas2",
-    freq: float | int | None = None,
+    freq: RealLike | int | None = None,
 ) -> np.ndarray:
     """An image in Jy/pixel converted to the units a plot shows.
 
@@ -83,6 +84,7 @@ def image_in_units(
                 "temperature depends on the observing frequency (e.g. `freq=230e9`, "
                 "or `data.freq`)."
             )
+        freq = _scalar(freq)  # a 0-d numpy or JAX array is a number too
         if isinstance(freq, bool) or not isinstance(freq, int | float | np.number):
             raise TypeError(f"`freq` must be a frequency in Hz, got {freq!r}.")
         if not (math.isfinite(freq) and freq > 0):
@@ -101,8 +103,18 @@ def image_extent(grid: ImageGrid) -> tuple[float, float, float, float]:
     return (half_x, -half_x, -half_y, half_y)
 
 
+def _scalar(x):
+    """A 0-d numpy or JAX array as its Python number (from a review: refused as
+    "not a frequency"); anything else as is."""
+    if hasattr(x, "shape") and hasattr(x, "dtype") and np.shape(x) == ():
+        if np.issubdtype(np.asarray(x).dtype, np.number):
+            return np.asarray(x).item()
+    return x
+
+
 def _beam_shape(beam) -> tuple[float, float, float]:
     """`(major, minor, pa_deg)` from a FWHM (µas) or a `(major, minor, pa)` tuple."""
+    beam = _scalar(beam)
     if isinstance(beam, int | float | np.number) and not isinstance(beam, bool):
         shape = (float(beam), float(beam), 0.0)
     else:
@@ -155,8 +167,8 @@ def plot_image(
     *,
     ax=None,
     units: str = "Jy/uas2",
-    freq: float | int | None = None,
-    beam: float | int | tuple[float, float, float] | None = None,
+    freq: RealLike | int | None = None,
+    beam: RealLike | int | tuple[float, float, float] | None = None,
     title: str | None = None,
     cmap: str = "afmhot",
     vmin: float | int | None = None,
@@ -218,8 +230,8 @@ def plot_images(
     titles: Sequence[str] | None = None,
     ncols: int | np.integer | None = None,
     units: str = "Jy/uas2",
-    freq: float | int | None = None,
-    beam: float | int | tuple[float, float, float] | None = None,
+    freq: RealLike | int | None = None,
+    beam: RealLike | int | tuple[float, float, float] | None = None,
     cmap: str = "afmhot",
     vmin: float | int | None = None,
     vmax: float | int | None = None,
@@ -243,6 +255,11 @@ def plot_images(
     **Returns:** the matplotlib `Figure`; `figure.axes[:len(images)]` are the panels
     (the last axes is the colour bar).
     """
+    if hasattr(images, "ndim") and images.ndim == 2:
+        raise TypeError(
+            "`images` is one 2-d image: `plot_images` draws several side by side; "
+            "pass a list (`[image]`) or use `plot_image`."
+        )
     if isinstance(images, np.ndarray) and images.ndim == 3:
         images = list(images)
     try:
