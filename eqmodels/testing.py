@@ -97,21 +97,18 @@ def assert_close(
         raise AssertionError(
             f"{name}: shape {a.shape} differs from the reference's {d.shape}."
         )
-    bad = ~np.isfinite(a)
-    if bad.any():
-        where = np.unravel_index(int(np.argmax(bad)), a.shape) if a.ndim else ()
-        raise AssertionError(
-            f"{name}: {int(bad.sum())} non-finite value(s), first at index "
-            f"{tuple(int(i) for i in where)}: {a[where]!r} (reference {d[where]!r})."
-        )
-    ref_bad = ~np.isfinite(d)
-    if ref_bad.any():
-        where = np.unravel_index(int(np.argmax(ref_bad)), d.shape) if d.ndim else ()
-        raise AssertionError(
-            f"{name}: the reference has {int(ref_bad.sum())} non-finite value(s), "
-            f"first at index {tuple(int(i) for i in where)}: {d[where]!r}: fix the "
-            "reference (a NaN compares with nothing)."
-        )
+    for arr, label, tail in (
+        (a, "", lambda w: f" (reference {d[w]!r})."),
+        (d, "the reference has ", lambda w: ": fix the reference (a NaN compares "
+         "with nothing)."),
+    ):  # fmt: skip
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            where = np.unravel_index(int(np.argmax(bad)), arr.shape) if arr.ndim else ()
+            raise AssertionError(
+                f"{name}: {label}{int(bad.sum())} non-finite value(s), first at index "
+                f"{tuple(int(i) for i in where)}: {arr[where]!r}{tail(where)}"
+            )
     if a.size == 0:
         return
     diff = np.abs(a.astype(np.complex128) - d.astype(np.complex128))
