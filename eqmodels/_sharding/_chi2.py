@@ -20,7 +20,14 @@ from .._terms._base import (
     n_rows_leaf,
 )
 from .._terms._common import index_key_leaf
-from ._mesh import check_mesh, forward_prefixes, padded_length, place, split_specs
+from ._mesh import (
+    check_mesh,
+    forward_prefixes,
+    has_explicit_axes,
+    padded_length,
+    place,
+    split_specs,
+)
 
 
 class ShardedChi2(AbstractDataTerm, strict=True):
@@ -210,8 +217,7 @@ class ShardedChi2(AbstractDataTerm, strict=True):
 
     def _rows_of_vis(self, fn, vis, out_spec):
         split = P(self.axis_name)
-        explicit = jax.sharding.AxisType.Explicit
-        if any(t == explicit for t in getattr(self.mesh, "axis_types", ())):
+        if has_explicit_axes(self.mesh):
             # On Explicit axes `shard_map` takes only inputs already split as its
             # `in_specs` say; a shared transform's visibilities may be replicated.
             vis = jax.sharding.reshard(vis, NamedSharding(self.mesh, split))

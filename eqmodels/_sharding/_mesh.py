@@ -90,13 +90,18 @@ def host_array(x) -> np.ndarray:
     return np.asarray(x)
 
 
+def has_explicit_axes(mesh: Mesh) -> bool:
+    """Whether `mesh` has an axis of Explicit type (`jax.make_mesh`'s default)."""
+    explicit = jax.sharding.AxisType.Explicit
+    return any(t == explicit for t in getattr(mesh, "axis_types", ()))
+
+
 def gathered(x, mesh: Mesh):
     """`x` resharded as replicated over `mesh` when the mesh has an Explicit axis
     (`jax.make_mesh`'s default): JAX refuses there to slice or gather a split
     dimension to a length the devices do not divide. Under Auto axes `x` is
     returned as is and XLA places the result."""
-    explicit = jax.sharding.AxisType.Explicit
-    if any(t == explicit for t in getattr(mesh, "axis_types", ())):
+    if has_explicit_axes(mesh):
         return jax.sharding.reshard(x, NamedSharding(mesh, P()))
     return x
 
