@@ -154,6 +154,22 @@ def test_lbfgs_first_step_backtracks_to_the_parameters_scale():
     assert_allclose(sol.value, term(sol.model), rtol=1e-12)
 
 
+@pytest.mark.parametrize("max_steps", [1, 20])
+def test_a_failed_zoom_search_never_accepts_a_rise(max_steps):
+    """Optax's zoom search, when none of its trials decreases the objective,
+    returns its last trial anyway: on this ring (unit first step, 1 rad of
+    diameter) it rose about 25-fold and the loop went on to report `ftol`,
+    `converged`. The step is refused: the solve stops at the last point with
+    `linesearch`, never above where it started."""
+    term, start_ = _ring_problem()
+    f0 = float(term(start_))
+    sol = em.solve(term, start_, em.LBFGS(linesearch="zoom"), max_steps=max_steps)
+    assert float(sol.value) <= f0 * (1 + 1e-12)
+    assert_allclose(sol.value, term(sol.model), rtol=1e-12)
+    if sol.reason == "linesearch":
+        assert not bool(sol.converged)
+
+
 def test_scipy_bridge_value_is_the_objective_at_the_model():
     """After an abnormal line search scipy returns the last accepted point with
     the last trial's value; `value` (and `report`) are the objective's at the

@@ -146,10 +146,17 @@ def _gradient_loop(solver, fn, params, opts, axis_name=None):
         params, state, f, g, evals, k, _ = c
         new_params, state, fnew, gnew = step(params, state, f, g)
         reason = stop_reason(fnew, f, inf_norm(gnew), opts.ftol, opts.gtol)
+        if from_state:
+            # A line search that found no decrease (optax's zoom search, after
+            # its last trial, returns that trial even when the objective rose)
+            # stops the loop at the last point instead of accepting the rise.
+            rose = (reason != NONFINITE) & ~(fnew <= f)
+            reason = jnp.where(rose, LINESEARCH, reason)
         evals = evals + evaluations(state)
-        # A step onto a non-finite value or gradient stops the loop at the last
-        # finite point (the state is not kept: the loop ends here).
-        ok = reason != NONFINITE
+        # A step onto a non-finite value or gradient, or a failed line search,
+        # stops the loop at the last good point (the state is not kept: the loop
+        # ends here).
+        ok = (reason != NONFINITE) & (reason != LINESEARCH)
         params, fnew, gnew = jax.tree.map(
             lambda a, b: jnp.where(ok, a, b), (new_params, fnew, gnew), (params, f, g)
         )
