@@ -215,3 +215,24 @@ def test_an_image_model_of_the_wrong_shape_is_named():
         ValueError, match=r"Transposed\(\) returned .*\(10, 8\).*\(8, 10\)"
     ):
         ArrayL2(jnp.ones(grid.shape))(model)
+
+
+class ReadsForward(PowerChi2, strict=True):
+    """Breaks the documented contract: reads `self.forward` in `chi2_from_vis`."""
+
+    def residuals_from_vis(self, vis):
+        return super().residuals_from_vis(vis) * jnp.ones_like(self.forward.u)
+
+
+@pytest.mark.parametrize("method", ["__call__", "residuals"])
+def test_reading_self_forward_inside_a_sharing_objective_is_named(method):
+    """Alone and beside a regularizer the term works; beside a second data term
+    (sharing one transform, `forward=None`) it failed with a bare `'NoneType'
+    object has no attribute 'u'` from the user's line (from a review)."""
+    fwd = em.DirectFT(GRID, U, V)
+    term = ReadsForward(fwd, ONES, ONES)
+    assert_allclose(term(IMG), PowerChi2(fwd, ONES, ONES)(IMG), rtol=1e-14)
+    obj = term + em.AmpChi2(fwd, ONES, ONES)
+    assert obj.shared
+    with pytest.raises(AttributeError, match=r"ReadsForward\.\w+_from_vis read"):
+        getattr(obj, method)(IMG)

@@ -8,7 +8,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel, gather_index
-from .._terms._base import AbstractDataTerm, default_name
+from .._terms._base import AbstractDataTerm, default_name, from_shared_vis
 from .._validation import is_concrete
 from ._station_gains import StationGains
 
@@ -131,10 +131,10 @@ class GainCorrected(AbstractDataTerm, strict=True):
         return self.gains.apply(vis, self.term.stations, self.term.time_index)
 
     def chi2_from_vis(self, vis: Complex[Array, "*points"]) -> Scalar:
-        return self.term.chi2_from_vis(self.corrupted(vis))
+        return from_shared_vis(self.term, "chi2_from_vis", self.corrupted(vis))
 
     def residuals_from_vis(self, vis: Complex[Array, "*points"]) -> Float[Array, " m"]:
-        return self.term.residuals_from_vis(self.corrupted(vis))
+        return from_shared_vis(self.term, "residuals_from_vis", self.corrupted(vis))
 
     def take_rows(
         self, index: ArrayLike | Sequence[int], *, n_rows: int | None = None

@@ -16,6 +16,7 @@ from .._terms._base import (
     AbstractTerm,
     as_image,
     check_rows_declared,
+    from_shared_vis,
     ImageLike,
     n_rows_leaf,
 )
@@ -207,12 +208,16 @@ class ShardedChi2(AbstractDataTerm, strict=True):
         split arrays of an Explicit mesh (from a review)."""
         axis = self.axis_name
         return self._rows_of_vis(
-            lambda t, v: jax.lax.psum(t.chi2_from_vis(v), axis), vis, P()
+            lambda t, v: jax.lax.psum(from_shared_vis(t, "chi2_from_vis", v), axis),
+            vis,
+            P(),
         )
 
     def residuals_from_vis(self, vis: Complex[Array, "*points"]) -> Float[Array, " m"]:
         return self._rows_of_vis(
-            lambda t, v: t.residuals_from_vis(v), vis, P(self.axis_name)
+            lambda t, v: from_shared_vis(t, "residuals_from_vis", v),
+            vis,
+            P(self.axis_name),
         )
 
     def _rows_of_vis(self, fn, vis, out_spec):

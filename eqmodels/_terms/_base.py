@@ -142,6 +142,25 @@ class AbstractTerm(eqx.Module, strict=True):
         return NotImplemented
 
 
+def from_shared_vis(term: "AbstractDataTerm", method: str, vis):
+    """`term.chi2_from_vis(vis)` (or `residuals_from_vis`) for a member of a sharing
+    objective, which holds `forward=None`: a method that reads `self.forward` gets
+    an error naming the class and the fix instead of a bare `'NoneType' object has
+    no attribute ...` from inside the user's code (from a review)."""
+    try:
+        return getattr(term, method)(vis)
+    except AttributeError as e:
+        if term.forward is not None or "'NoneType'" not in str(e):
+            raise
+        raise AttributeError(
+            f"{type(term).__name__}.{method} read from `self.forward` ({e}), but "
+            "inside an `Objective` that shares a transform its terms hold "
+            "`forward=None`: compute what you need from the points in `__init__` "
+            "and keep it in a `row_fields` leaf (see docs/extending.md), or "
+            "override `model_vis` to opt out of sharing."
+        ) from e
+
+
 def default_name(term: AbstractTerm) -> str:
     """The report key of a term: its `report_name` (a class attribute, or a
     property of a wrapper that reports its inner term's), else its class name."""
@@ -656,7 +675,7 @@ class Objective(AbstractTerm, strict=True):
         img = as_image(image, objective_grid(self))
         served = self._served_vis(img)
         values = tuple(
-            t.chi2_from_vis(served[i]) if i in served else t(img)
+            from_shared_vis(t, "chi2_from_vis", served[i]) if i in served else t(img)
             for i, t in enumerate(self.terms)
         )
         for name, t, v in zip(self.names, self.terms, values):
@@ -698,7 +717,7 @@ class Objective(AbstractTerm, strict=True):
         out = []
         for i, t in enumerate(self.terms):
             if i in served:
-                r = t.residuals_from_vis(served[i])
+                r = from_shared_vis(t, "residuals_from_vis", served[i])
             else:
                 r = t.residuals(img)
             check_real_residuals(r, self.names[i], t)
