@@ -212,6 +212,22 @@ def test_changing_weights_data_steps_tolerances_does_not_recompile():
     assert _solve.TRACE_COUNT[0] == n
 
 
+def test_a_weakly_typed_initial_leaf_does_not_recompile():
+    """`eqx.tree_at(..., jnp.asarray(0.5))` gives a weakly typed leaf: another
+    argument type to the compiled solve, which traced again (from a review)."""
+    grid = em.ImageGrid.from_fov(8, 64.0)
+    model = em.GaussianImage(grid, 0.6, em.uas_to_rad(20.0))
+    fwd = em.DirectFT(grid, U, V)
+    obj = 1.0 * em.VisChi2(fwd, fwd(model()), np.full(U.shape, 0.01))
+    em.solve(obj, model, em.Adam(1e-3), max_steps=2)
+    before = _solve.TRACE_COUNT[0]
+    weak = eqx.tree_at(lambda m: m.flux, model, jnp.asarray(0.5))
+    assert weak.flux.weak_type
+    sol = em.solve(obj, weak, em.Adam(1e-3), max_steps=2)
+    assert _solve.TRACE_COUNT[0] == before
+    assert not sol.model.flux.weak_type
+
+
 def test_max_steps_and_reasons():
     obj = _term() + W_TSV * em.TSV(GRID)
     sol = em.solve(obj, start(), max_steps=3, ftol=0.0, gtol=0.0)

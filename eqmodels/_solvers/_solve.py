@@ -437,6 +437,19 @@ def check_objective(objective):
         )
 
 
+def _strongly_typed(model, params):
+    """The parameters as strongly typed arrays: a weakly typed leaf
+    (`jnp.asarray(0.5)`) in an otherwise equal initial model is another argument
+    type to the compiled program, which would compile again (from a review)."""
+
+    def strong(x):
+        if params(x) and getattr(x, "weak_type", False):
+            return jax.lax.convert_element_type(x, x.dtype)
+        return x
+
+    return jax.tree.map(strong, model)
+
+
 def solve(
     objective: Callable[[Any], Scalar],
     model: PyTree,
@@ -480,6 +493,7 @@ def solve(
     """
     check_objective(objective)
     solver = as_solver(solver)
+    model = _strongly_typed(model, params)
     dtype = _param_dtype(model, params)
     opts = make_options(max_steps, ftol, gtol, dtype)
     chunk = 0
