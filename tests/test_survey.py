@@ -101,8 +101,32 @@ def test_survey_over_solver_settings_equals_single_solves(problem):
         assert_allclose(res.solutions.model.params[i], s.model.params, rtol=1e-9)
     with pytest.raises(ValueError, match="`solver` has 2 entries"):
         _survey(objectives[:3], model, solver=[em.Adam(0.1)] * 2)
-    with pytest.raises(ValueError, match="differs in structure.*`memory_size`"):
+    with pytest.raises(
+        ValueError, match=r"in `solver\.memory_size` \(a static field\): 5 vs 6"
+    ):
         _survey(objectives[:2], model, solver=[em.LBFGS(5), em.LBFGS(6)])
+
+
+class _ScaledModel(em.AbstractImageModel):
+    """A model with a static (non-array) field."""
+
+    grid: em.ImageGrid
+    params: jax.Array
+    scale: float = eqx.field(static=True)
+
+    def __call__(self):
+        return self.scale * self.params
+
+
+def test_survey_names_the_static_field_in_which_models_differ(problem):
+    """The error said only "differs in structure ... e.g. a solver's
+    `memory_size`" for models differing in a static field (from a review)."""
+    objectives, model, _ = problem
+    models = [_ScaledModel(model.grid, model(), s) for s in (1.0, 2.0)]
+    with pytest.raises(
+        ValueError, match=r"in `model\.scale` \(a static field\): 1\.0 vs 2\.0"
+    ):
+        _survey(objectives[:2], models)
 
 
 class _Field(em.AbstractImageModel):

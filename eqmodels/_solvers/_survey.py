@@ -1,6 +1,7 @@
 """`survey`: many reconstructions in one compiled program, chunked, split over
 devices, checkpointed chunk by chunk."""
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -130,6 +131,56 @@ class SurveyResult(eqx.Module, strict=True):
         return order[ok[order]]
 
 
+_ROLES = ("objective", "model", "solver")
+
+
+def _structure_difference(a, b, names=None, path="") -> str | None:
+    """Where two pytrees of different structure first differ, as text (`model.flux:
+    0.6 vs 0.8`), or `None` where the walk finds nothing (a container it does not
+    know). Walks Equinox modules field by field (static fields compared by value),
+    sequences and dicts; array leaves differ by shape only."""
+    if type(a) is not type(b):
+        return f"`{path or '(root)'}`: {type(a).__name__} vs {type(b).__name__}"
+    if isinstance(a, eqx.Module):
+        for f in dataclasses.fields(a):
+            if not hasattr(a, f.name) or not hasattr(b, f.name):
+                continue
+            x, y = getattr(a, f.name), getattr(b, f.name)
+            sub = f"{path}.{f.name}" if path else f.name
+            if f.metadata.get("static", False):
+                try:
+                    same = bool(x is y or x == y)
+                except Exception:  # noqa: BLE001 - objects without a boolean `==`
+                    same = False
+                if not same:
+                    return f"`{sub}` (a static field): {x!r} vs {y!r}"
+            else:
+                found = _structure_difference(x, y, None, sub)
+                if found is not None:
+                    return found
+        return None
+    if isinstance(a, list | tuple):
+        if len(a) != len(b):
+            return f"`{path or '(root)'}`: {len(a)} vs {len(b)} items"
+        for k, (x, y) in enumerate(zip(a, b)):
+            sub = names[k] if names is not None else f"{path}[{k}]"
+            found = _structure_difference(x, y, None, sub)
+            if found is not None:
+                return found
+        return None
+    if isinstance(a, dict):
+        if a.keys() != b.keys():
+            return f"`{path or '(root)'}`: keys {sorted(a)} vs {sorted(b)}"
+        for k in a:
+            found = _structure_difference(a[k], b[k], None, f"{path}[{k!r}]")
+            if found is not None:
+                return found
+        return None
+    if eqx.is_array(a) and np.shape(a) != np.shape(b):
+        return f"`{path}`: shape {np.shape(a)} vs {np.shape(b)}"
+    return None
+
+
 def _split(trees: Sequence[PyTree]):
     """`(shared, stacked)`: array leaves equal across all trees are shared, the
     others are stacked along a new leading axis (numpy, on the host)."""
@@ -137,12 +188,15 @@ def _split(trees: Sequence[PyTree]):
     treedef = flat[0][1]
     for i, (_, td) in enumerate(flat[1:], 1):
         if td != treedef:
+            where = _structure_difference(trees[0], trees[i], _ROLES)
+            where = "" if where is None else f" in {where}"
             raise ValueError(
-                f"configuration {i} differs in structure from configuration 0 "
-                "(other terms, shapes or static options, e.g. a solver's "
-                "`memory_size`). A survey batches "
+                f"configuration {i} differs in structure from configuration "
+                f"0{where} (other terms, shapes or static options, e.g. a "
+                "solver's `memory_size`). A survey batches "
                 "configurations of one structure: pad data sets to one length "
-                "(zero-weight rows) and keep the same terms."
+                "(zero-weight rows), keep the same terms, and hold what differs "
+                "as an array leaf (`jnp.asarray`)."
             )
     shared, stacked = [], []
     for j, leaves in enumerate(zip(*(f[0] for f in flat))):
