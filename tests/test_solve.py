@@ -359,6 +359,13 @@ class _Bare(em.AbstractSolver):
     pass
 
 
+class _OwnLeastSquares(em.AbstractLeastSquaresSolver):
+    """Ran as Gauss-Newton without a word (from a review)."""
+
+    chunk_size: int = 4
+    memory_budget: float = 1e9
+
+
 @pytest.mark.parametrize(
     "call,exc,match",
     [
@@ -381,6 +388,11 @@ class _Bare(em.AbstractSolver):
             "no parameters",
         ),
         (lambda: em.solve(_term(), start(), _Bare()), TypeError, "AbstractGradient"),
+        (
+            lambda: em.solve(_term(), start(), _OwnLeastSquares()),
+            TypeError,
+            "_OwnLeastSquares subclasses AbstractLeastSquaresSolver",
+        ),
         (lambda: em.LBFGS(linesearch="wolfe"), ValueError, "`linesearch`"),
         (lambda: em.LBFGS(0), ValueError, "`memory_size`"),
         (

@@ -197,6 +197,10 @@ class AbstractLeastSquaresSolver(AbstractSolver, strict=True):
     scales are damped alike), in whichever space is smaller: over the n parameters,
     or, when there are fewer residuals than parameters, over the m residuals (the
     same step through one m×m Cholesky factorisation).
+
+    The step rules are [`eqmodels.GaussNewton`][] and
+    [`eqmodels.LevenbergMarquardt`][]; `solve` refuses other subclasses (the loop
+    has no hook for a third rule).
     """
 
     chunk_size: eqx.AbstractVar[int | str]
@@ -287,6 +291,18 @@ def as_solver(solver) -> AbstractSolver:
                 f"`solver` {type(solver).__name__} subclasses AbstractSolver "
                 "directly: subclass AbstractGradientSolver (an optax "
                 "transformation) or AbstractLeastSquaresSolver instead."
+            )
+        if isinstance(solver, AbstractLeastSquaresSolver) and not isinstance(
+            solver, GaussNewton | LevenbergMarquardt
+        ):
+            # The least-squares loop has no hook for another step rule: a
+            # subclass ran as Gauss-Newton without saying so (from a review).
+            raise TypeError(
+                f"`solver` {type(solver).__name__} subclasses "
+                "AbstractLeastSquaresSolver, whose step rules are GaussNewton and "
+                "LevenbergMarquardt only: use one of those (with your "
+                "`chunk_size` / `memory_budget`), or subclass "
+                "AbstractGradientSolver for a step of your own."
             )
         return solver
     if isinstance(solver, str):
