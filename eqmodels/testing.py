@@ -31,7 +31,7 @@ import numpy as np
 from jaxtyping import ArrayLike, Float
 
 from ._sharding._chi2 import ShardedChi2
-from ._terms._base import AbstractDataTerm
+from ._terms._base import AbstractDataTerm, Objective
 
 
 __all__ = [
@@ -369,7 +369,9 @@ def check_transforms(
     """Check that a term (or any module of an image) gives the same value and
     gradient eagerly, under `jit`, under `vmap` over a batch of images and, for a
     data term when more than one device is present, split over the devices by
-    [`eqmodels.ShardedChi2`][].
+    [`eqmodels.ShardedChi2`][]; and, for a term with a `residuals(image)` method
+    (every data term; a regularizer that is a sum of squares), that `Σ r²` equals
+    its value (what Gauss-Newton and Levenberg-Marquardt minimise).
 
     The sharded check uses `ShardedChi2(term, jax.make_mesh((k,), ("rows",)))` with
     `k = min(device count, term.rows)`: the rows are padded with zero-weight rows to
@@ -419,6 +421,23 @@ def check_transforms(
         ref_val, ref_grad = eager(xs[i])
         assert_close(vvals[i], ref_val, rtol=rtol, name=f"value under vmap [{i}]")
         assert_close(vgrads[i], ref_grad, rtol=rtol, name=f"gradient under vmap [{i}]")
+
+    residuals = getattr(term, "residuals", None)
+    if isinstance(term, Objective) and (
+        term.chi2_offset
+        or not all(
+            isinstance(t, AbstractDataTerm) or hasattr(t, "residuals")
+            for t in term.terms
+        )
+    ):
+        residuals = None  # not a sum of squares
+    if callable(residuals):
+        # Gauss-Newton and Levenberg-Marquardt minimise Σ r²: a regularizer whose
+        # `residuals` disagree with its value would be solved as another problem.
+        r = _run("`residuals`", residuals, x)
+        assert_close(
+            jnp.sum(jnp.square(r)), val, rtol=rtol, name="Σ r² of `residuals(image)`"
+        )
 
     if not (sharded and isinstance(term, AbstractDataTerm)):
         return

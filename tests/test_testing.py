@@ -255,3 +255,35 @@ def test_check_transforms_skips_sharding_a_model_without_point_fields():
     u, v = rng.uniform(-0.3 / grid.psize, 0.3 / grid.psize, (2, 12))
     term = em.AmpChi2(_Wrapped(em.DirectFT(grid, u, v)), np.ones(12), np.ones(12))
     emt.check_transforms(term, rng.uniform(0.1, 1, grid.shape))
+
+
+class WrongResiduals(em.AbstractRegularizer, strict=True):
+    """Σ I² whose `residuals` are I/2: Gauss-Newton would minimise Σ I²/4."""
+
+    def penalty(self, image):
+        return jnp.sum(image * image)
+
+    def residuals(self, image):
+        return 0.5 * jnp.asarray(image).reshape(-1)
+
+
+@pytest.mark.parametrize(
+    "term",
+    [
+        vis_term(),
+        em.TSV(GRID),
+        em.Flux(1.5 * IMAGE.sum()),
+        em.Flux(1.5 * IMAGE.sum(), normalise=True),
+        2.0 * vis_term() + 3.0 * em.TSV(GRID),
+        vis_term() + em.TV(GRID),  # TV has no residuals: nothing to check
+    ],
+    ids=["vis", "tsv", "flux", "flux-normalised", "objective", "objective-tv"],
+)
+def test_check_transforms_checks_residuals_against_the_value(term):
+    emt.check_transforms(term, IMAGE, sharded=False)
+
+
+def test_check_transforms_catches_residuals_that_disagree_with_the_value():
+    term = WrongResiduals()
+    with pytest.raises(AssertionError, match=r"Σ r² of `residuals\(image\)`"):
+        emt.check_transforms(term, IMAGE)
