@@ -175,7 +175,11 @@ def test_a_term_value_that_is_not_a_real_scalar_is_named():
     refuses it first; users get eqmodels' own message.)"""
     with pytest.raises(TypeError, match="VectorPenalty"):
         (2.0 * VectorPenalty())(IMG)
-    for obj in ("2.0 * VectorPenalty()", "em.TV(GRID) + VectorPenalty()"):
+    for obj in (
+        "VectorPenalty()",  # alone it was returned as it was (from a review)
+        "2.0 * VectorPenalty()",
+        "em.TV(GRID) + VectorPenalty()",
+    ):
         msg = own_error(f"({obj})(IMG)", "TypeError", _SETUP)
         assert msg is not None and "'VectorPenalty' (VectorPenalty)" in msg, msg
         assert "not a real scalar" in msg
@@ -236,3 +240,18 @@ def test_reading_self_forward_inside_a_sharing_objective_is_named(method):
     assert obj.shared
     with pytest.raises(AttributeError, match=r"ReadsForward\.\w+_from_vis read"):
         getattr(obj, method)(IMG)
+
+
+class IntegerModel(em.AbstractImageModel, strict=True):
+    grid: em.ImageGrid
+
+    def __call__(self):
+        return jnp.ones(self.grid.shape, jnp.int32)
+
+
+def test_an_image_model_returning_integers_is_named():
+    """An integer array is refused by every term; an image model returning one was
+    not (from a review)."""
+    for term in ("em.TV(GRID)", "em.AmpChi2(em.DirectFT(GRID, U, V), ONES, ONES)"):
+        msg = own_error(f"{term}(IntegerModel(GRID))", "TypeError", _SETUP)
+        assert msg is not None and "IntegerModel() returned int32" in msg, msg

@@ -12,7 +12,14 @@ from .._custom_types import ArraySequence
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel
 from .._numerics import asarray
-from .._terms._base import AbstractTerm, as_image, ImageLike, term_grid
+from .._terms._base import (
+    AbstractTerm,
+    as_image,
+    check_real_scalar,
+    default_name,
+    ImageLike,
+    term_grid,
+)
 from .._validation import as_real, check_radians, is_concrete, scalar_leaf
 
 
@@ -39,7 +46,9 @@ class AbstractRegularizer(AbstractTerm, strict=True):
 
         **Returns:** the penalty (a scalar).
         """
-        return self.penalty(as_image(image, term_grid(self)))
+        return check_real_scalar(
+            self.penalty(as_image(image, term_grid(self))), default_name(self), self
+        )
 
 
 def check_image_shape(image: Float[Array, "..."], shape: tuple[int, ...], who: str):

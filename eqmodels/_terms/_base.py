@@ -43,30 +43,37 @@ def as_image(
     """An image array from an image array or an image model; an image model must be
     on `grid` (when given; grids are static, so this is checked at trace time)."""
     if isinstance(image, AbstractImageModel):
-        return evaluated_on(
-            image,
-            grid,
-            "image",
-            f"the term is built on {grid!r}: build the image model on the term's "
-            "grid (same shape and pixel size), or the term on the model's.",
+        arr = asarray(
+            evaluated_on(
+                image,
+                grid,
+                "image",
+                f"the term is built on {grid!r}: build the image model on the "
+                "term's grid (same shape and pixel size), or the term on the "
+                "model's.",
+            )
         )
-    if isinstance(image, eqx.Module) or callable(image):
+        # A model returning integers slipped past the array checks below.
+        who = f"`image` ({type(image).__name__}() returned {arr.dtype})"
+    elif isinstance(image, eqx.Module) or callable(image):
         raise TypeError(
             f"`image` is a {type(image).__name__}, neither an image array nor an "
             "image model: a model of your own must subclass "
             "`eqmodels.AbstractImageModel` (its `__call__` returns the image; see "
             "docs/extending.md), or pass `model()`, the image array."
         )
-    arr = asarray(image)
+    else:
+        arr = asarray(image)
+        who = "`image`"
     if not jnp.issubdtype(arr.dtype, jnp.floating):
         raise TypeError(
-            f"`image` must be a real floating-point array (Jy/pixel), got {arr.dtype}: "
-            "cast it first (`image.astype(float)`); an integer image would turn the "
-            "terms' constants into integers."
+            f"{who} must be a real floating-point array (Jy/pixel), got "
+            f"{arr.dtype}: cast it first (`image.astype(float)`); an integer image "
+            "would turn the terms' constants into integers."
         )
     if arr.dtype not in (jnp.float32, jnp.float64):
         raise TypeError(
-            f"`image` must be float32 or float64, got {arr.dtype}: the pixel size "
+            f"{who} must be float32 or float64, got {arr.dtype}: the pixel size "
             "(~1e-11 rad) and the terms' constants underflow in half precision. "
             "Cast it first (`image.astype(jnp.float32)`)."
         )
@@ -140,6 +147,21 @@ class AbstractTerm(eqx.Module, strict=True):
         if isinstance(other, int | float) and other == 0:
             return as_objective(self)
         return NotImplemented
+
+
+def check_real_scalar(value, name: str, term: "AbstractTerm"):
+    """`value`, checked to be a real scalar: a term's value (χ² or penalty) is one
+    real number; a vector would be summed, broadcast against weights or stacked
+    without a word. Shapes and dtypes are static: checked at trace time."""
+    if jnp.shape(value) != () or not jnp.issubdtype(
+        jnp.result_type(value), jnp.floating
+    ):
+        raise TypeError(
+            f"term {name!r} ({type(term).__name__}) returned "
+            f"{jnp.result_type(value)}{list(jnp.shape(value))}, not a real scalar: "
+            "a term's value (χ² or penalty) must be one real number (sum it)."
+        )
+    return value
 
 
 def from_shared_vis(term: "AbstractDataTerm", method: str, vis):
@@ -304,7 +326,9 @@ class AbstractDataTerm(AbstractTerm, strict=True):
 
         **Returns:** the χ² (a scalar).
         """
-        return self.chi2_from_vis(self.model_vis(image))
+        return check_real_scalar(
+            self.chi2_from_vis(self.model_vis(image)), default_name(self), self
+        )
 
     def residuals(self, image: ImageLike) -> Float[Array, " m"]:
         """**Arguments:** `image`, an `(ny, nx)` array or an image model.
@@ -679,14 +703,7 @@ class Objective(AbstractTerm, strict=True):
             for i, t in enumerate(self.terms)
         )
         for name, t, v in zip(self.names, self.terms, values):
-            if jnp.shape(v) != () or not jnp.issubdtype(
-                jnp.result_type(v), jnp.floating
-            ):
-                raise TypeError(
-                    f"term {name!r} ({type(t).__name__}) returned "
-                    f"{jnp.result_type(v)}{list(jnp.shape(v))}, not a real scalar: a "
-                    "term's value (χ² or penalty) must be one real number (sum it)."
-                )
+            check_real_scalar(v, name, t)
         return values
 
     def residuals(self, image: ImageLike) -> Float[Array, " m"]:
