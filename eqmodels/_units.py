@@ -2,6 +2,8 @@
 
 import math
 
+from jax.typing import ArrayLike
+
 
 #: Radians per microarcsecond (exact π; eht-imaging truncates π to 3.141592653589,
 #: a 2e-13 relative difference, far below any measured quantity).
@@ -10,7 +12,7 @@ RAD_PER_UAS: float = math.pi / 180.0 / 3600.0 / 1e6
 RAD_PER_DEG: float = math.pi / 180.0
 
 
-def uas_to_rad(x):
+def uas_to_rad(x: ArrayLike) -> ArrayLike:
     """Convert microarcseconds to radians.
 
     **Arguments:**
@@ -22,7 +24,7 @@ def uas_to_rad(x):
     return x * RAD_PER_UAS
 
 
-def rad_to_uas(x):
+def rad_to_uas(x: ArrayLike) -> ArrayLike:
     """Convert radians to microarcseconds.
 
     **Arguments:**

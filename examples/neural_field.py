@@ -26,6 +26,7 @@ import eqmodels as em
 jax.config.update("jax_enable_x64", True)
 
 
+# --8<-- [start:model]
 class NeuralField(em.AbstractImageModel, strict=True):
     """An image whose brightness is an MLP of the sky position."""
 
@@ -64,6 +65,7 @@ class NeuralField(em.AbstractImageModel, strict=True):
     def __call__(self):
         raw = jax.nn.softplus(jax.vmap(self.mlp)(self.features()))
         return (self.flux * raw / jnp.sum(raw)).reshape(self.grid.shape)
+        # --8<-- [end:model]
 
 
 def synthetic_data(grid, truth, n_stations=8, n_times=12, seed=0):

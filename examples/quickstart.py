@@ -8,7 +8,8 @@
    compiled program.
 
 Run: `python examples/quickstart.py` (about 10 s on 2 CPU cores). Saves
-`examples/output/quickstart.png` when matplotlib is installed.
+`quickstart.png` into `--figures DIR` (default `examples/output/`) when matplotlib
+is installed.
 """
 
 import pathlib
@@ -33,7 +34,7 @@ def ring(grid, diameter_uas=44.0, width_uas=10.0, flux=0.6):
     return flux * img / img.sum()
 
 
-def main(n_steps=300, seed=0):
+def main(n_steps=300, seed=0, figures=None):
     grid = em.ImageGrid.from_fov(32, 128.0)  # 32² pixels over 128 µas
     truth = ring(grid)
     array = em.EHT2017.select(["AA", "AP", "AZ", "JC", "LM", "PV", "SM"])
@@ -75,11 +76,11 @@ def main(n_steps=300, seed=0):
     img = np.asarray(model())
     corr = np.corrcoef(img.ravel(), truth.ravel())[0, 1]
     print(f"correlation with the true image: {corr:.3f}")
-    save_png(truth, img, grid)
+    save_png(truth, img, grid, figures)
     return final, corr
 
 
-def save_png(truth, img, grid):
+def save_png(truth, img, grid, folder=None):
     """Truth and reconstruction side by side, one colour scale (Jy/µas²)."""
     try:
         import matplotlib
@@ -87,8 +88,8 @@ def save_png(truth, img, grid):
         print("(matplotlib not installed: no PNG)")
         return
     matplotlib.use("Agg")
-    out = pathlib.Path(__file__).parent / "output"
-    out.mkdir(exist_ok=True)
+    out = pathlib.Path(folder or pathlib.Path(__file__).parent / "output")
+    out.mkdir(parents=True, exist_ok=True)
     fig = em.plot_images([truth, img], grid, titles=["truth", "reconstruction"])
     fig.savefig(out / "quickstart.png", dpi=100)
     print(f"saved {out / 'quickstart.png'}")
@@ -100,5 +101,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=300, help="solver steps (300)")
     ap.add_argument("--seed", type=int, default=0, help="noise seed (0)")
+    ap.add_argument(
+        "--figures", help="save the figure (PNG) in this folder (examples/output/)"
+    )
     args = ap.parse_args()
-    main(n_steps=args.steps, seed=args.seed)
+    main(n_steps=args.steps, seed=args.seed, figures=args.figures)

@@ -24,7 +24,15 @@ C_LIGHT = 299792458.0
 _BLOCK_ENTRIES = 2**22
 
 
-def thermal_sigma(sefd1, sefd2, bandwidth, tint, *, efficiency=0.88, n_pol=2):
+def thermal_sigma(
+    sefd1: ArrayLike,
+    sefd2: ArrayLike,
+    bandwidth: ArrayLike,
+    tint: ArrayLike,
+    *,
+    efficiency: ArrayLike = 0.88,
+    n_pol: int | np.integer = 2,
+) -> ArrayLike:
     """Radiometer equation: the noise of each of the real and imaginary parts of a
     Stokes I visibility, `σ = sqrt(SEFD1 SEFD2 / (2 Δν τ)) / η / sqrt(n_pol)`
     (Thompson, Moran & Swenson eq. 6.50, with `η` the digitisation efficiency —

@@ -1,5 +1,7 @@
 """Stop codes shared by the solver loops."""
 
+from typing import Any
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -68,7 +70,7 @@ def gate(active, new, old):
     return jax.tree.map(lambda a, b: jnp.where(active, a, b), new, old)
 
 
-def is_real_float_array(x) -> bool:
+def is_real_float_array(x: Any) -> bool:
     """The default `params` filter: real floating-point arrays (a model's complex
     or integer leaves are held fixed)."""
     return eqx.is_inexact_array(x) and not jnp.issubdtype(x.dtype, jnp.complexfloating)
