@@ -57,7 +57,10 @@ def test_two_processes_equal_one(tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.wait()
-    assert all(p.returncode == 0 for p in procs), "\n".join(logs)[-4000:]
+    assert all(p.returncode == 0 for p in procs), "\n".join(
+        f"--- process {i} (exit {p.returncode}):\n{log[-3000:]}"
+        for i, (p, log) in enumerate(zip(procs, logs))
+    )
     result = json.loads(out.read_text())
     x = image()
     for forward in FORWARDS:

@@ -32,7 +32,11 @@ def main():
         coordinator_address=f"127.0.0.1:{port}",
         num_processes=2,
         process_id=pid,
-        initialization_timeout=60,
+        initialization_timeout=120,
+        # A loaded machine (the test-suite runs in parallel processes) starved a
+        # task's heartbeats past the 100 s default once: "Task 1 heartbeat
+        # timeout" at the shutdown barrier.
+        heartbeat_timeout_seconds=600,
     )
     import equinox as eqx
     import numpy as np
