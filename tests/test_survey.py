@@ -401,6 +401,71 @@ def test_survey_other_solvers_equal_single_solves(problem, solver):
         assert int(res.solutions.steps[i]) == int(s.steps)
 
 
+_LEAST_SQUARES_CHILD = """
+import json, sys
+sys.path.insert(0, {root!r})
+import jax
+jax.config.update("jax_enable_x64", True)
+import numpy as np
+import eqmodels as em
+from tests.test_survey import least_squares_problem
+objectives, model = least_squares_problem()
+res = em.survey(objectives, model, em.{solver}(chunk_size=64), max_steps=2,
+                devices=jax.devices()[:2], chunk_size=2)
+print(json.dumps(np.asarray(res.solutions.value).tolist()))
+"""
+
+
+def least_squares_problem():
+    """Four data sets on a 16² grid: 256 parameters (the deadlock below needs
+    Cholesky factorisations large enough for jaxlib to split its batch)."""
+    grid = em.ImageGrid.from_fov(16, 128.0)
+    rng = np.random.default_rng(3)
+    u, v = rng.uniform(-0.35, 0.35, (2, 200)) / grid.psize
+    fwd = em.DirectFT(grid, u, v)
+    truth = fwd(jnp.asarray(rng.uniform(0.2, 1.0, grid.shape)))
+    sigma = np.full(200, 0.05)
+    objectives = [
+        em.VisChi2(fwd, truth + sigma * rng.standard_normal(200), sigma)
+        for _ in range(4)
+    ]
+    return objectives, em.PixelImage(
+        grid, np.full(grid.shape, 0.5), transform="identity"
+    )
+
+
+@pytest.mark.parametrize("solver", ["GaussNewton", "LevenbergMarquardt"])
+def test_least_squares_survey_on_several_cpu_devices_finishes(solver):
+    """Two configurations per device on two CPU devices: jaxlib's batched
+    Cholesky waited on XLA's CPU thread pool from every device at once and the
+    survey hung for ever (from a review). Run in a child process with a time
+    limit, so that a regression fails instead of hanging the suite."""
+    env = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    )
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _LEAST_SQUARES_CHILD.format(root=str(ROOT), solver=solver),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    values = json.loads(out.stdout.strip().splitlines()[-1])
+    objectives, model = least_squares_problem()
+    ls = getattr(em, solver)(chunk_size=64)
+    for v, o in zip(values, objectives):
+        single = em.solve(o, model, ls, max_steps=2)
+        assert_allclose(v, single.value, rtol=1e-9)
+
+
 def test_survey_auto_chunk_follows_the_memory_budget(problem, capsys):
     objectives, model, singles = problem
     # 4 configurations on 2 devices: at most 2 per device; the chunk programs are

@@ -176,6 +176,29 @@ def _gradient_loop(solver, fn, params, opts, axis_name=None):
     return params, f, k, reason, evals
 
 
+@jax.custom_batching.custom_vmap
+def spd_solve(a, b):
+    """`a⁻¹ b` for a symmetric positive-definite `a` (Cholesky).
+
+    Under `vmap` the members are solved one after another (`lax.map`), not by
+    jaxlib's batched LAPACK kernel: that kernel splits its batch over XLA's CPU
+    thread pool and waits for it, and with several CPU devices each running one
+    (a survey of Gauss-Newton solves, two devices on two cores) every pool thread
+    waited for work queued behind itself — a deadlock (from a review). Other
+    backends keep the batched solve."""
+    return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a), b)
+
+
+@spd_solve.def_vmap
+def _spd_solve_vmap(axis_size, in_batched, a, b):
+    a_batched, b_batched = in_batched
+    a = a if a_batched else jnp.broadcast_to(a, (axis_size, *a.shape))
+    b = b if b_batched else jnp.broadcast_to(b, (axis_size, *b.shape))
+    if jax.default_backend() != "cpu":  # GPU solvers batch without the pool
+        return jax.vmap(spd_solve.fun)(a, b), True
+    return jax.lax.map(lambda ab: spd_solve(*ab), (a, b)), True
+
+
 def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
     """Gauss-Newton / Levenberg-Marquardt on the flat parameter vector."""
     lm = isinstance(solver, LevenbergMarquardt)
@@ -197,10 +220,9 @@ def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
         js = jac / d[None, :]
         if m < n:  # residual space: δ_s = −J_sᵀ (J_s J_sᵀ + λI)⁻¹ r
             a = js @ js.T + lam * jnp.eye(m, dtype=jac.dtype)
-            y = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a), r)
-            return -(js.T @ y) / d
+            return -(js.T @ spd_solve(a, r)) / d
         a = js.T @ js + lam * jnp.eye(n, dtype=jac.dtype)
-        return -jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a), js.T @ r) / d
+        return -spd_solve(a, js.T @ r) / d
 
     r0, j0 = linearise(x0)
     f0 = jnp.sum(r0 * r0)
