@@ -13,8 +13,9 @@ import jax
 import numpy as np
 import pytest
 
+import eqmodels as em
 from tests.helpers import assert_allclose
-from tests.multihost.problem import build, image
+from tests.multihost.problem import build, image, least_squares, pixel_model
 
 
 WORKER = pathlib.Path(__file__).resolve().parent / "multihost" / "worker.py"
@@ -75,3 +76,10 @@ def test_two_processes_equal_one(tmp_path):
         # rows (2 devices × 1/4 of the padded rows).
         assert got["n_shared"] == 1
         assert got["local_rows"] == [got["global_rows"] // 4] * 2
+    gn = em.solve(
+        least_squares(FORWARDS[0], sharded=False),
+        pixel_model(),
+        em.GaussNewton(),
+        max_steps=1,
+    )
+    assert_allclose(result["gauss_newton"], gn.value, rtol=1e-9)

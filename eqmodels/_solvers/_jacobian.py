@@ -85,9 +85,25 @@ def dense_jacobian(
     return r, (flat if mode == "rev" else flat.T)
 
 
-def _temp_bytes(fn, x_abstract, chunk) -> int | None:
+def _abstract(x):
+    """`x` as a shape, dtype and (for a concrete array) sharding: lowering with it
+    instead of closing over it works for arrays that span devices of other
+    processes, which a compiled closure refuses (from a review)."""
+    if (
+        isinstance(x, jax.Array)
+        and not isinstance(x, jax.core.Tracer)
+        and len(x.sharding.device_set) > 1
+    ):
+        return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
+    # One device's arrays are placed with the others by the compiled program.
+    return jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x))
+
+
+def _temp_bytes(fn_of, arrays, x_abstract, chunk) -> int | None:
     compiled = (
-        jax.jit(lambda x: dense_jacobian(fn, x, chunk)).lower(x_abstract).compile()
+        jax.jit(lambda a, x: dense_jacobian(fn_of(a), x, chunk))
+        .lower(jax.tree.map(_abstract, arrays), x_abstract)
+        .compile()
     )
     analysis = compiled.memory_analysis()
     if analysis is None:
@@ -95,22 +111,23 @@ def _temp_bytes(fn, x_abstract, chunk) -> int | None:
     return int(analysis.temp_size_in_bytes + analysis.output_size_in_bytes)
 
 
-def memory_model(fn, x_abstract, k: int) -> tuple[float, float]:
+def memory_model(fn_of, arrays, x_abstract, k: int) -> tuple[float, float]:
     """`(m0, m1)` in bytes, so that a chunk of `c` needs about `m0 + m1·c`, from two
-    compilations (no execution)."""
+    compilations (no execution) of the Jacobian of `fn_of(arrays)`."""
     c1, c2 = max(1, min(k, 4)), max(2, min(k, 16))
     if c1 == c2:
         c1 = 1
-    b1, b2 = _temp_bytes(fn, x_abstract, c1), _temp_bytes(fn, x_abstract, c2)
+    b1 = _temp_bytes(fn_of, arrays, x_abstract, c1)
+    b2 = _temp_bytes(fn_of, arrays, x_abstract, c2)
     if b1 is None or b2 is None:
         return float("nan"), float("nan")
     m1 = max((b2 - b1) / (c2 - c1), 1.0)
     return max(b1 - m1 * c1, 0.0), m1
 
 
-def choose_chunk(fn, x_abstract, k: int, memory_budget: int | float) -> int:
+def choose_chunk(fn_of, arrays, x_abstract, k: int, memory_budget) -> int:
     """The largest chunk whose modelled memory fits `memory_budget` (bytes)."""
-    m0, m1 = memory_model(fn, x_abstract, k)
+    m0, m1 = memory_model(fn_of, arrays, x_abstract, k)
     if not np.isfinite(m1):  # no memory analysis on this backend
         return min(k, 64)
     return int(np.clip((memory_budget - m0) // m1, 1, k))
@@ -121,24 +138,27 @@ _AUTO: dict = {}
 
 def resolve_chunk_size(
     chunk_size: int | Literal["auto"],
-    residual_fn: Callable,
+    fn_of: Callable,
+    arrays: PyTree,
     x: Float[Array, " n"],
     memory_budget: int | float,
     key=None,
 ) -> int:
     """An integer chunk size; `"auto"` is measured once per `key` (problem
-    structure) and budget, then remembered."""
+    structure) and budget, then remembered. `fn_of(arrays)` is the residual
+    function of the flat parameters (the arrays are arguments of the programs
+    compiled to measure memory, not constants closed over)."""
     check_chunk_size(chunk_size)
     if chunk_size != "auto":
         return int(chunk_size)
-    m = jax.eval_shape(residual_fn, x).shape[0]
+    m = jax.eval_shape(lambda a, y: fn_of(a)(y), arrays, x).shape[0]
     n = x.shape[0]
     k = m if _mode(m, n) == "rev" else n
     cache_key = (key, memory_budget)
     if key is not None and cache_key in _AUTO:
         return _AUTO[cache_key]
     abstract = jax.ShapeDtypeStruct(x.shape, x.dtype)
-    chunk = choose_chunk(residual_fn, abstract, k, memory_budget)
+    chunk = choose_chunk(fn_of, arrays, abstract, k, memory_budget)
     if key is not None:
         _AUTO[cache_key] = chunk
     return chunk
@@ -183,10 +203,15 @@ def auto_chunk(objective, model, filter_spec, chunk_size, memory_budget) -> int:
     check_memory_budget(memory_budget)
     if chunk_size != "auto":
         return int(chunk_size)
-    fn, x0, _ = flat_residual_fn(objective, model, filter_spec)
+    _, x0, _ = flat_residual_fn(objective, model, filter_spec)
+    arrays, static = eqx.partition((objective, model), eqx.is_array)
+
+    def fn_of(a):
+        return flat_residual_fn(*eqx.combine(a, static), filter_spec)[0]
+
     concrete = all(is_concrete(x) for x in jax.tree.leaves((objective, model)))
     key = structure_key(objective, model, filter_spec) if concrete else None
-    return resolve_chunk_size("auto", fn, x0, memory_budget, key)
+    return resolve_chunk_size("auto", fn_of, arrays, x0, memory_budget, key)
 
 
 @run_once_jit

@@ -42,7 +42,7 @@ def main():
     import numpy as np
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from multihost.problem import build, image
+    from multihost.problem import build, image, least_squares, pixel_model
 
     assert jax.device_count() == 4 and jax.local_device_count() == 2
     x = image()
@@ -67,6 +67,17 @@ def main():
             "global_rows": int(weight.shape[0]),
             "times": times,
         }
+    # Gauss-Newton with `chunk_size="auto"`, which measures the Jacobian's memory
+    # by compiling it: closing over arrays that span both processes was refused.
+    import eqmodels as em
+
+    gn = em.solve(
+        least_squares(forward.split(",")[0], sharded=True),
+        pixel_model(),
+        em.GaussNewton(),
+        max_steps=1,
+    )
+    result["gauss_newton"] = float(gn.value)
     if pid == 0:
         pathlib.Path(out).write_text(json.dumps(result))
     jax.distributed.shutdown()
