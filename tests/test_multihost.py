@@ -83,3 +83,4 @@ def test_two_processes_equal_one(tmp_path):
         max_steps=1,
     )
     assert_allclose(result["gauss_newton"], gn.value, rtol=1e-9)
+    assert "devices=jax.local_devices()" in result["survey_refused"]

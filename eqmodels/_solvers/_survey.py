@@ -498,7 +498,7 @@ def _survey_devices(objectives, devices) -> list:
     device. Sharded terms on other devices than `devices` are refused."""
     meshes = _term_meshes(objectives)
     if not meshes:
-        return list(jax.devices() if devices is None else devices)
+        return _local(list(jax.local_devices() if devices is None else devices))
     term_devices = list(meshes[0].devices.flat)
     if any(set(m.devices.flat) != set(term_devices) for m in meshes[1:]):
         raise ValueError(
@@ -511,7 +511,23 @@ def _survey_devices(objectives, devices) -> list:
             f"split over ({term_devices}): pass `devices=None` (the terms' devices), "
             "or build the terms on a mesh of the survey's devices."
         )
-    return term_devices
+    return _local(term_devices)
+
+
+def _local(devices: list) -> list:
+    """`devices`, refused when some belong to other processes (`jax.distributed`):
+    a survey gathers each chunk's results to its host and writes them there."""
+    others = [d for d in devices if d.process_index != jax.process_index()]
+    if others:
+        raise ValueError(
+            f"the survey's devices include {len(others)} of other processes "
+            f"(process {jax.process_index()} of {jax.process_count()}): a survey "
+            "runs one process's configurations on that process's devices. Give "
+            "each process `devices=jax.local_devices()` (the default without "
+            "sharded terms), sharded terms on a mesh of its local devices, its own "
+            "configurations and its own `checkpoint` folder."
+        )
+    return devices
 
 
 def survey(
@@ -569,8 +585,11 @@ def survey(
       compiled for two sizes (two extra compilations), fits `memory_budget`.
     - `memory_budget`: bytes of temporary memory per device for one chunk
       (`"auto"` only).
-    - `devices`: the devices to split each chunk over (default: all devices of
-      the default backend); the number of configurations need not divide evenly.
+    - `devices`: the devices to split each chunk over (default: the sharded
+      terms' devices, else every local device of the default backend); the
+      number of configurations need not divide evenly. Under `jax.distributed`
+      each process surveys its own configurations on its own devices; devices of
+      other processes are refused.
     - `checkpoint`: a folder for finished chunks (created), or `None`.
     - `progress`: show progress between chunks (tqdm when installed, else a line
       per chunk on stderr). Never inside the compiled program.
@@ -821,7 +840,9 @@ def _auto_chunk(shared_dev, stacked, rows, n_dev, per_device, budget, rest) -> i
 
 
 def _atomic_write(path: pathlib.Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    # A name of this process's own: two processes writing into one folder
+    # removed each other's temporary file (from a review).
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:
         f.write(data)
         f.flush()
@@ -830,7 +851,7 @@ def _atomic_write(path: pathlib.Path, data: bytes) -> None:
 
 
 def _save_npz(path: pathlib.Path, leaves) -> None:
-    tmp = path.with_name(path.stem + ".tmp.npz")
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
     with open(tmp, "wb") as f:
         np.savez(f, **{f"leaf_{j}": x for j, x in enumerate(leaves)})
         f.flush()

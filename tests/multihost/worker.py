@@ -78,6 +78,17 @@ def main():
         max_steps=1,
     )
     result["gauss_newton"] = float(gn.value)
+    # A survey over every process's devices is refused (it computed a chunk, then
+    # failed fetching other processes' results).
+    try:
+        em.survey(
+            [least_squares(forward.split(",")[0], sharded=False)],
+            pixel_model(),
+            devices=jax.devices(),
+            max_steps=1,
+        )
+    except ValueError as e:
+        result["survey_refused"] = str(e)
     if pid == 0:
         pathlib.Path(out).write_text(json.dumps(result))
     jax.distributed.shutdown()
