@@ -152,6 +152,23 @@ def test_survey_refuses_terms_split_over_explicit_axes():
     objs = [em.ShardedChi2(plain, explicit) + w * em.TSV(GRID) for w in (0.1, 1.0)]
     with pytest.raises(ValueError, match="Explicit axes.*Auto axes"):
         em.survey(objs, model, max_steps=3)
+    # Configurations over data sets (their rows differ, so `survey` stacked them on
+    # the host before looking): JAX's shard_map spec error came out instead.
+    pair = em.pad_to_match([plain, plain.take_rows(np.arange(plain.rows - 3))])
+    # Every split leaf differs between the two (stations and times too).
+    pair[1] = eqx.tree_at(
+        lambda t: (t.stations, t.time_index),
+        pair[1],
+        (pair[1].stations + 1, pair[1].time_index + 1),
+    )
+    objs = [
+        em.Objective(
+            [em.ShardedChi2(t, explicit), em.TSV(GRID)], [1.0, 0.1], share=False
+        )
+        for t in pair
+    ]
+    with pytest.raises(ValueError, match="Explicit axes.*Auto axes"):
+        em.survey(objs, model, max_steps=3)
     objs = [em.ShardedChi2(plain, mesh_of(4)) + w * em.TSV(GRID) for w in (0.1, 1.0)]
     res = em.survey(objs, model, max_steps=3, devices=jax.devices()[:4])
     for i, o in enumerate(objs):

@@ -662,7 +662,9 @@ def survey(
     mesh = Mesh(np.array(devices), (_AXIS,))
     rows = NamedSharding(mesh, PartitionSpec(_AXIS))
     replicated = NamedSharding(mesh, PartitionSpec())
-    leaves = jax.tree.leaves((shared, stacked))
+    # The configurations as given: leaves that differ between them were already
+    # stacked on the host (losing their sharding) by `_split` (from a review).
+    leaves = jax.tree.leaves((objectives, shared, stacked))
     if any(eqx.is_array(x) and split_explicitly(x) for x in leaves):
         raise ValueError(
             "`objectives` hold rows split over a mesh with Explicit axes (a "
