@@ -13,7 +13,7 @@ import pytest
 from jax.sharding import AxisType, Mesh
 
 import eqmodels as em
-from tests.helpers import assert_allclose
+from tests.helpers import assert_allclose, own_error
 from tests.test_terms import DATA_TERMS, GRID, IMAGES, positive_image, products
 from tests.test_terms_rows import FluxDensityChi2, OwnCall
 
@@ -293,6 +293,12 @@ def test_errors():
         em.ShardedChi2(em.TV(GRID), mesh_of(2))
     with pytest.raises(TypeError, match="already a ShardedChi2"):
         em.ShardedChi2(em.ShardedChi2(term, mesh_of(2)), mesh_of(2))
+    msg = own_error(
+        "em.ShardedChi2(em.AmpChi2, jax.make_mesh((1,), ('rows',)))",
+        "TypeError",
+        "import jax",
+    )
+    assert msg is not None and "ShardedChi2.from_data(AmpChi2" in msg, msg
     small = term.take_rows(np.arange(3), n_rows=3)
     with pytest.raises(ValueError, match="4 devices but the term has only 3 rows"):
         em.ShardedChi2(small, mesh_of(4))
@@ -428,6 +434,11 @@ def test_from_data_refuses_data_whose_rows_it_cannot_take():
     em.ShardedChi2(em.AmpChi2.from_data(data, GRID), mesh_of(3))  # wrapping works
     with pytest.raises(TypeError, match="`data` \\(SimpleNamespace\\).*NamedTuple"):
         em.ShardedChi2.from_data(em.AmpChi2, data, GRID, mesh=mesh_of(3))
+    # No rows at all: "use a smaller mesh" was no fix on a 1-device mesh.
+    full = em.amplitudes(em.load_uvfits(em.example_uvfits()))
+    empty = jax.tree.map(lambda x: x[:0], full)
+    with pytest.raises(ValueError, match="`data` have no rows"):
+        em.ShardedChi2.from_data(em.AmpChi2, empty, GRID, mesh=mesh_of(1))
 
 
 def test_survey_runs_on_the_devices_of_the_sharded_terms():

@@ -83,6 +83,12 @@ class ShardedChi2(AbstractDataTerm, strict=True):
             raise TypeError(
                 "`term` is already a ShardedChi2: wrap the inner term once."
             )
+        if isinstance(term, type) and issubclass(term, AbstractDataTerm):
+            raise TypeError(
+                f"`term` is the class {term.__name__}, not a term: wrap a built term "
+                f"(`ShardedChi2({term.__name__}(...), mesh)`), or build it split "
+                f"with `ShardedChi2.from_data({term.__name__}, data, grid, mesh)`."
+            )
         if not isinstance(term, AbstractDataTerm):
             raise TypeError(
                 "`term` must be a data term (an `AbstractDataTerm`), got "
@@ -141,6 +147,11 @@ class ShardedChi2(AbstractDataTerm, strict=True):
         """
         mesh, axis_name, size = check_mesh(mesh, axis_name)
         n = int(np.shape(data.u)[0])
+        if n == 0:
+            raise ValueError(
+                "`data` have no rows (empty `u`): there is nothing to split; check "
+                "the selection or averaging that produced them."
+            )
         if n < size:
             raise ValueError(
                 f"the mesh axis {axis_name!r} has {size} devices but the data have "
