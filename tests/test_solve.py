@@ -228,6 +228,56 @@ def test_a_weakly_typed_initial_leaf_does_not_recompile():
     assert not sol.model.flux.weak_type
 
 
+def test_params_given_as_a_filter_pytree():
+    """`params=` is an `eqx.partition` filter, so a pytree of booleans too (the
+    weak-type cast called it as a function: `PixelImage.__call__() takes 1
+    positional argument`, from a review)."""
+    obj = _term() + W_TSV * em.TSV(GRID)
+    spec = jax.tree.map(eqx.is_inexact_array, start())
+    for solver in (em.LBFGS(), em.GaussNewton()):
+        got = em.solve(obj, start(), solver, params=spec, max_steps=5)
+        want = em.solve(obj, start(), solver, max_steps=5)
+        assert_allclose(got.value, want.value, rtol=1e-12)
+
+
+def test_zoom_steps_within_rounding_are_not_a_failed_search():
+    """Optax's zoom search accepts a step on its approximate Wolfe condition,
+    which may raise the value by rounding; only a search that reports failure
+    stops the solve (the first check took every rise for a failure: 5 of 6 float32
+    solves stopped on `linesearch`, from a review)."""
+    reasons = []
+    for seed in range(6):
+        rng = np.random.default_rng(seed)
+        u, v = (rng.uniform(-0.35, 0.35, (2, 50)) / GRID.psize).astype(np.float32)
+        sigma = rng.uniform(0.05, 0.1, 50).astype(np.float32)
+        fwd = em.DirectFT(GRID, u, v, dtype=jnp.float32)
+        truth = rng.uniform(0.2, 1.0, GRID.shape).astype(np.float32)
+        noise = rng.standard_normal(50) + 1j * rng.standard_normal(50)
+        vis = (np.asarray(fwd(jnp.asarray(truth))) + sigma * noise).astype(np.complex64)
+        obj = em.VisChi2(fwd, vis, sigma) + 0.3 * em.TSV(GRID)
+        model = em.PixelImage(
+            GRID, np.full(GRID.shape, 0.5, np.float32), transform="identity"
+        )
+        sol = em.solve(obj, model, em.LBFGS(linesearch="zoom"), max_steps=300)
+        reasons.append(sol.reason)
+    assert reasons.count("linesearch") == 0, reasons
+
+
+def test_forward_mode_through_a_gauss_newton_solve():
+    """The linear solve's `custom_vmap` (no batched-Cholesky deadlock) sent
+    `jax.jacfwd` into infinite recursion; it has a JVP rule of its own."""
+    obj = _term() + W_TSV * em.TSV(GRID)
+
+    def value(scale):
+        model = jax.tree.map(
+            lambda x: x * scale if eqx.is_inexact_array(x) else x, start()
+        )
+        return em.solve(obj, model, em.GaussNewton(), max_steps=2).value
+
+    fd = (value(1.0 + 1e-6) - value(1.0 - 1e-6)) / 2e-6
+    assert_allclose(jax.jacfwd(value)(1.0), fd, rtol=1e-4, atol=1e-8)
+
+
 def test_max_steps_and_reasons():
     obj = _term() + W_TSV * em.TSV(GRID)
     sol = em.solve(obj, start(), max_steps=3, ftol=0.0, gtol=0.0)

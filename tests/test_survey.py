@@ -127,6 +127,22 @@ def test_survey_names_the_static_field_in_which_models_differ(problem):
         ValueError, match=r"in `model\.scale` \(a static field\): 1\.0 vs 2\.0"
     ):
         _survey(objectives[:2], models)
+    # Leaves of one structure but different Python types (a jax and a numpy
+    # array) are no difference: the solvers' static field is (it blamed the
+    # model's leaf types, from a review).
+    mixed = [model, eqx.tree_at(lambda m: m.params, model, np.asarray(model.params))]
+    with pytest.raises(ValueError, match=r"in `solver\.memory_size`"):
+        _survey(objectives[:2], mixed, solver=[em.LBFGS(5), em.LBFGS(6)])
+    with pytest.raises(ValueError, match="configuration 1 has NoneType where"):
+        _survey(
+            objectives[:2],
+            [
+                models[0],
+                eqx.tree_at(
+                    lambda m: m.params, models[0], None, is_leaf=lambda x: x is None
+                ),
+            ],
+        )
 
 
 class _Field(em.AbstractImageModel):

@@ -147,11 +147,17 @@ def _gradient_loop(solver, fn, params, opts, axis_name=None):
         new_params, state, fnew, gnew = step(params, state, f, g)
         reason = stop_reason(fnew, f, inf_norm(gnew), opts.ftol, opts.gtol)
         if from_state:
-            # A line search that found no decrease (optax's zoom search, after
-            # its last trial, returns that trial even when the objective rose)
-            # stops the loop at the last point instead of accepting the rise.
-            rose = (reason != NONFINITE) & ~(fnew <= f)
-            reason = jnp.where(rose, LINESEARCH, reason)
+            # A failed line search (optax's zoom search, after its last trial,
+            # returns that trial even when the objective rose 25-fold) stops the
+            # loop at the last point instead of accepting the rise. A successful
+            # search may rise by rounding (optax's approximate Wolfe condition),
+            # which is kept.
+            failed = optax.tree.get(state, "decrease_error", None)
+            if failed is None:  # a transformation without that report
+                rose = fnew > f + 1e-6 * jnp.abs(f)
+            else:
+                rose = (failed > 0) & (fnew > f)
+            reason = jnp.where((reason != NONFINITE) & rose, LINESEARCH, reason)
         evals = evals + evaluations(state)
         # A step onto a non-finite value or gradient, or a failed line search,
         # stops the loop at the last good point (the state is not kept: the loop
@@ -176,8 +182,25 @@ def _gradient_loop(solver, fn, params, opts, axis_name=None):
     return params, f, k, reason, evals
 
 
-@jax.custom_batching.custom_vmap
+@jax.custom_jvp
 def spd_solve(a, b):
+    """`a⁻¹ b` for a symmetric positive-definite `a`, without a deadlock under
+    `vmap` on CPU (see `_spd_solve`); differentiable in forward mode (the
+    `custom_vmap` alone sent `jax.jacfwd` into infinite recursion, from a
+    review)."""
+    return _spd_solve(a, b)
+
+
+@spd_solve.defjvp
+def _spd_solve_jvp(primals, tangents):
+    a, b = primals
+    da, db = tangents
+    x = spd_solve(a, b)
+    return x, spd_solve(a, db - da @ x)
+
+
+@jax.custom_batching.custom_vmap
+def _spd_solve(a, b):
     """`a⁻¹ b` for a symmetric positive-definite `a` (Cholesky).
 
     Under `vmap` the members are solved one after another (`lax.map`), not by
@@ -189,14 +212,14 @@ def spd_solve(a, b):
     return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a), b)
 
 
-@spd_solve.def_vmap
+@_spd_solve.def_vmap
 def _spd_solve_vmap(axis_size, in_batched, a, b):
     a_batched, b_batched = in_batched
     a = a if a_batched else jnp.broadcast_to(a, (axis_size, *a.shape))
     b = b if b_batched else jnp.broadcast_to(b, (axis_size, *b.shape))
     if jax.default_backend() != "cpu":  # GPU solvers batch without the pool
-        return jax.vmap(spd_solve.fun)(a, b), True
-    return jax.lax.map(lambda ab: spd_solve(*ab), (a, b)), True
+        return jax.vmap(_spd_solve.fun)(a, b), True
+    return jax.lax.map(lambda ab: _spd_solve(*ab), (a, b)), True
 
 
 def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
@@ -465,11 +488,13 @@ def _strongly_typed(model, params):
     type to the compiled program, which would compile again (from a review)."""
 
     def strong(x):
-        if params(x) and getattr(x, "weak_type", False):
+        if getattr(x, "weak_type", False):
             return jax.lax.convert_element_type(x, x.dtype)
         return x
 
-    return jax.tree.map(strong, model)
+    # `params` is an `eqx.partition` filter: a function or a pytree of them.
+    selected, rest = eqx.partition(model, params)
+    return eqx.combine(jax.tree.map(strong, selected), rest)
 
 
 def solve(

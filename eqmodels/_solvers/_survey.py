@@ -135,11 +135,14 @@ _ROLES = ("objective", "model", "solver")
 
 
 def _structure_difference(a, b, names=None, path="") -> str | None:
-    """Where two pytrees of different structure first differ, as text (`model.flux:
-    0.6 vs 0.8`), or `None` where the walk finds nothing (a container it does not
-    know). Walks Equinox modules field by field (static fields compared by value),
+    """Where two pytrees of different structure first differ, as text
+    (`` `model.scale` (a static field): 1.0 vs 2.0 ``), or `None` where the walk
+    finds nothing (a container it does not know). Walks Equinox modules field by field (static fields compared by value),
     sequences and dicts; array leaves differ by shape only."""
     if type(a) is not type(b):
+        leaf = (jax.Array, np.ndarray, np.generic, int, float, complex)
+        if isinstance(a, leaf) and isinstance(b, leaf):
+            return None  # leaves of one structure (a jax vs a numpy array, ...)
         return f"`{path or '(root)'}`: {type(a).__name__} vs {type(b).__name__}"
     if isinstance(a, eqx.Module):
         for f in dataclasses.fields(a):
@@ -163,7 +166,7 @@ def _structure_difference(a, b, names=None, path="") -> str | None:
         if len(a) != len(b):
             return f"`{path or '(root)'}`: {len(a)} vs {len(b)} items"
         for k, (x, y) in enumerate(zip(a, b)):
-            sub = names[k] if names is not None else f"{path}[{k}]"
+            sub = names[k] if names is not None and k < len(names) else f"{path}[{k}]"
             found = _structure_difference(x, y, None, sub)
             if found is not None:
                 return found
@@ -203,6 +206,13 @@ def _split(trees: Sequence[PyTree]):
         first = leaves[0]
         if eqx.is_array(first):
             for i, x in enumerate(leaves[1:], 1):
+                if not eqx.is_array(x):
+                    raise ValueError(
+                        f"configuration {i} has {type(x).__name__} where "
+                        "configuration 0 has an array: only array leaves can vary "
+                        "in a survey, with one shape and dtype in every "
+                        "configuration."
+                    )
                 if x.dtype != first.dtype:
                     raise ValueError(
                         f"configuration {i} has a {x.dtype} array leaf "

@@ -175,11 +175,11 @@ def from_shared_vis(term: "AbstractDataTerm", method: str, vis):
         if term.forward is not None or "'NoneType'" not in str(e):
             raise
         raise AttributeError(
-            f"{type(term).__name__}.{method} read from `self.forward` ({e}), but "
-            "inside an `Objective` that shares a transform its terms hold "
-            "`forward=None`: compute what you need from the points in `__init__` "
-            "and keep it in a `row_fields` leaf (see docs/extending.md), or "
-            "override `model_vis` to opt out of sharing."
+            f"{type(term).__name__}.{method} failed with {e!r} inside an "
+            "`Objective` that shares a transform, whose terms hold `forward=None`. "
+            "If it reads `self.forward`: compute what you need from the points in "
+            "`__init__` and keep it in a `row_fields` leaf (see "
+            "docs/extending.md), or override `model_vis` to opt out of sharing."
         ) from e
 
 
