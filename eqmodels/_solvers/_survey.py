@@ -137,8 +137,9 @@ _ROLES = ("objective", "model", "solver")
 def _structure_difference(a, b, names=None, path="") -> str | None:
     """Where two pytrees of different structure first differ, as text
     (`` `model.scale` (a static field): 1.0 vs 2.0 ``), or `None` where the walk
-    finds nothing (a container it does not know). Walks Equinox modules field by field (static fields compared by value),
-    sequences and dicts; array leaves differ by shape only."""
+    finds nothing (a container it does not know). Walks Equinox modules field by
+    field (static fields compared by value), sequences and dicts; array leaves
+    differ by shape only."""
     if type(a) is not type(b):
         leaf = (jax.Array, np.ndarray, np.generic, int, float, complex)
         if isinstance(a, leaf) and isinstance(b, leaf):
