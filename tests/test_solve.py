@@ -278,6 +278,25 @@ def test_forward_mode_through_a_gauss_newton_solve():
     assert_allclose(jax.jacfwd(value)(1.0), fd, rtol=1e-4, atol=1e-8)
 
 
+def test_batched_spd_solve_is_serial_only_in_cpu_programs():
+    """The serial solve (no batched-Cholesky deadlock on CPU devices) is chosen by
+    the platform a program is compiled for, not by the default backend: a survey
+    on a GPU machine's CPU devices needs it, its GPU programs do not."""
+    from eqmodels._solvers._solve import spd_solve
+
+    a = jnp.eye(3)[None] * jnp.arange(1.0, 5.0)[:, None, None]
+    b = jnp.ones((4, 3))
+    assert_allclose(jax.vmap(spd_solve)(a, b), b / jnp.arange(1.0, 5.0)[:, None])
+    text = {
+        platform: jax.export.export(jax.jit(jax.vmap(spd_solve)), platforms=[platform])(
+            a, b
+        ).mlir_module()
+        for platform in ("cpu", "cuda")
+    }
+    assert "stablehlo.while" in text["cpu"]
+    assert "stablehlo.while" not in text["cuda"]
+
+
 def test_max_steps_and_reasons():
     obj = _term() + W_TSV * em.TSV(GRID)
     sol = em.solve(obj, start(), max_steps=3, ftol=0.0, gtol=0.0)

@@ -207,8 +207,8 @@ def _spd_solve(a, b):
     jaxlib's batched LAPACK kernel: that kernel splits its batch over XLA's CPU
     thread pool and waits for it, and with several CPU devices each running one
     (a survey of Gauss-Newton solves, two devices on two cores) every pool thread
-    waited for work queued behind itself — a deadlock (from a review). Other
-    backends keep the batched solve."""
+    waited for work queued behind itself — a deadlock (from a review). Programs
+    compiled for other platforms keep the batched solve."""
     return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a), b)
 
 
@@ -217,9 +217,15 @@ def _spd_solve_vmap(axis_size, in_batched, a, b):
     a_batched, b_batched = in_batched
     a = a if a_batched else jnp.broadcast_to(a, (axis_size, *a.shape))
     b = b if b_batched else jnp.broadcast_to(b, (axis_size, *b.shape))
-    if jax.default_backend() != "cpu":  # GPU solvers batch without the pool
-        return jax.vmap(_spd_solve.fun)(a, b), True
-    return jax.lax.map(lambda ab: _spd_solve(*ab), (a, b)), True
+    # Chosen for the platform the program is compiled for (not the default
+    # backend: a survey on a GPU machine's CPU devices needs the serial solve).
+    x = jax.lax.platform_dependent(
+        a,
+        b,
+        cpu=lambda a, b: jax.lax.map(lambda ab: _spd_solve(*ab), (a, b)),
+        default=jax.vmap(_spd_solve.fun),
+    )
+    return x, True
 
 
 def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
