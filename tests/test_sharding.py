@@ -468,10 +468,118 @@ def test_survey_runs_on_the_devices_of_the_sharded_terms():
         em.survey(objs, model, max_steps=3, devices=jax.devices()[2:4])
 
 
-def test_a_sharded_term_pads_to_its_own_length_and_stacks():
-    sharded = em.ShardedChi2({c.name: c for c in DATA_TERMS}["amp"].build(), mesh_of(4))
+def test_a_sharded_term_pads_to_a_multiple_of_its_mesh_and_stacks():
+    plain = {c.name: c for c in DATA_TERMS}["amp"].build()
+    sharded = em.ShardedChi2(plain, mesh_of(4))
     assert sharded.pad_rows(sharded.rows) is sharded
-    with pytest.raises(NotImplementedError, match="pad the unwrapped term"):
-        sharded.pad_rows(sharded.rows + 4)
+    longer = sharded.pad_rows(sharded.rows + 4)
+    assert longer.rows == sharded.rows + 4 and longer.mesh is sharded.mesh
+    assert np.all(np.asarray(longer.weight)[plain.rows :] == 0.0)
+    assert not longer.term.weight.sharding.is_fully_replicated  # split again
+    check_same(longer, plain, jnp.asarray(IMAGES[0]))
+    with pytest.raises(ValueError, match=r"`length` \(\d+\) is not a multiple .*4"):
+        sharded.pad_rows(sharded.rows + 3)
     stacked = em.pad_and_stack([sharded, sharded])
     assert stacked.weight.shape == (2, sharded.rows)
+
+
+def test_survey_over_data_sets_of_sharded_terms_sharing_a_transform():
+    """Two stretches of a day (different row counts), each an amplitude and a
+    closure-phase term split over 2 devices and sharing one transform: a
+    `ShardedChi2` refused `pad_rows`, so `pad_to_match` of such objectives failed
+    and `0.5 * ShardedChi2(...)` could not be surveyed over data sets. Padded, each
+    objective equals its unsharded one and the survey equals single solves."""
+    from tests.test_terms_rows import _day, DAY_100
+
+    day = _day(DAY_100)
+    t = np.asarray(day.time)
+    span = t.max() - t.min()
+    sets = [
+        day.select_time(t.min(), t.min() + 0.6 * span),
+        day.select_time(t.min() + 0.3 * span, t.max()),
+    ]
+    grid = em.ImageGrid.from_fov(16, 128.0)
+    mesh = mesh_of(2)
+
+    def build(d, sharded, compose="weighted"):
+        amp = em.AmpChi2.from_data(em.amplitudes(d), grid, forward="direct")
+        cp = em.ClosurePhaseChi2.from_data(em.closure_phases(d), grid, forward="direct")
+        if sharded:
+            amp, cp = em.ShardedChi2(amp, mesh), em.ShardedChi2(cp, mesh)
+        if compose == "list":
+            return em.Objective([amp, cp, em.TSV(grid)], [0.5, 1.0, 10.0])
+        return 0.5 * amp + cp + 10 * em.TSV(grid)
+
+    plain = [build(d, False) for d in sets]
+    objectives = em.pad_to_match([build(d, True) for d in sets])
+    assert len({o.shared[0].n_points for o in objectives}) == 1
+    assert len({o.terms[0].rows for o in objectives}) == 1
+    model = em.PixelImage.from_image(
+        em.GaussianImage(grid, 0.6, em.uas_to_rad(40.0))(), grid
+    )
+    listed = em.pad_to_match([build(d, True, "list") for d in sets])
+    for o, o2, p in zip(objectives, listed, plain):
+        assert_allclose(o(model), p(model), rtol=1e-12)
+        assert_allclose(o2(model), p(model), rtol=1e-12)
+    res = em.survey(objectives, model, max_steps=4)
+    for k, p in enumerate(plain):
+        assert_allclose(res[k].value, em.solve(p, model, max_steps=4).value, rtol=1e-9)
+
+
+_TRACES = [0]
+
+
+class _CountedAmp(em.AmpChi2):
+    """Counts how often its χ² is traced (or run eagerly)."""
+
+    def chi2_from_vis(self, vis):
+        _TRACES[0] += 1
+        return super().chi2_from_vis(vis)
+
+
+def test_eager_calls_compile_once():
+    """Called outside `jit` (a term checked in a notebook, an eager `jax.grad`),
+    `shard_map` ran its body one operation at a time on every call: 2-5 s a call
+    for an M87 term on two devices. The sharded modules' calls are compiled once
+    per structure: repeated eager calls run no Python of the term again."""
+    u, v, amp, sigma = products()["amp"]
+    mesh = mesh_of(2)
+    term = _CountedAmp(em.DirectFT(GRID, u, v), amp, sigma)
+    sharded = em.ShardedChi2(term, mesh)
+    cphase = {c.name: c for c in DATA_TERMS}["cphase"].build("direct")
+    obj = sharded + em.ShardedChi2(cphase, mesh) + em.TSV(GRID)
+    plain = term + cphase + em.TSV(GRID)
+    x = jnp.asarray(IMAGES[0])
+    grad = jax.grad(lambda x, t: t(x))
+    calls = [
+        lambda: sharded(x),
+        lambda: grad(x, sharded),
+        lambda: obj(x),
+        lambda: grad(x, obj),
+        lambda: sharded.residuals(x),
+        lambda: em.ShardedForward(term.forward, mesh)(x),
+    ]
+    for call in calls:
+        call()
+    first = _TRACES[0]
+    for call in calls:
+        call()
+    assert _TRACES[0] == first
+    assert_allclose(obj(x), plain(x), rtol=VALUE_RTOL)
+    assert_allclose(grad(x, obj), grad(x, plain), rtol=GRAD_RTOL)
+
+
+def test_a_sharded_forward_takes_points():
+    plain = em.DirectFT(GRID, *products()["amp"][:2])
+    sharded = em.ShardedForward(plain, mesh_of(3))
+    index = np.array([4, 0, 9, 4, 2])
+    taken = sharded.take(index)
+    assert taken.n_points == 5 and taken.mesh is sharded.mesh
+    image = jnp.asarray(IMAGES[0])
+    assert_allclose(taken(image), plain.take(index)(image), rtol=1e-13)
+    with pytest.raises(ValueError, match=r"`index` must lie in \[0, \d+\)"):
+        sharded.take(np.array([plain.u.shape[0]]))
+    with pytest.raises(TypeError, match="`index` must be integer"):
+        sharded.take(np.array([0.5]))
+    with pytest.raises(TypeError, match="`index` must be concrete"):
+        jax.jit(lambda i: sharded.take(i))(jnp.arange(3))

@@ -23,6 +23,7 @@ from .._terms._base import (
 from .._terms._common import index_key_leaf
 from ._mesh import (
     check_mesh,
+    compiled,
     forward_prefixes,
     has_explicit_axes,
     padded_length,
@@ -217,19 +218,10 @@ class ShardedChi2(AbstractDataTerm, strict=True):
         device: inside `shard_map`, so that a term's own gathers (a `GainCorrected`
         term's gain lookups) index local rows, which JAX refuses to resolve on
         split arrays of an Explicit mesh (from a review)."""
-        axis = self.axis_name
-        return self._rows_of_vis(
-            lambda t, v: jax.lax.psum(from_shared_vis(t, "chi2_from_vis", v), axis),
-            vis,
-            P(),
-        )
+        return compiled(_chi2_of_vis, self, vis)
 
     def residuals_from_vis(self, vis: Complex[Array, "*points"]) -> Float[Array, " m"]:
-        return self._rows_of_vis(
-            lambda t, v: from_shared_vis(t, "residuals_from_vis", v),
-            vis,
-            P(self.axis_name),
-        )
+        return compiled(_residuals_of_vis, self, vis)
 
     def _rows_of_vis(self, fn, vis, out_spec):
         split = P(self.axis_name)
@@ -265,8 +257,7 @@ class ShardedChi2(AbstractDataTerm, strict=True):
 
         **Returns:** the χ², each device's rows evaluated on that device.
         """
-        axis = self.axis_name
-        return self._sharded(lambda t, x: jax.lax.psum(t(x), axis), image, P())
+        return compiled(_sharded_value, self, image)
 
     def residuals(self, image: ImageLike) -> Float[Array, " m"]:
         """The residuals of every (padded) row, computed where the rows live and
@@ -275,22 +266,38 @@ class ShardedChi2(AbstractDataTerm, strict=True):
 
         **Arguments:** `image`, an `(ny, nx)` array or an image model.
         """
-        return self._sharded(lambda t, x: t.residuals(x), image, P(self.axis_name))
+        return compiled(_sharded_residuals, self, image)
 
     def take_rows(self, index, *, n_rows=None):
         raise NotImplementedError(
             "take rows of the wrapped term (`sharded.term`) and wrap the result again."
         )
 
-    def pad_rows(self, length):
+    def pad_rows(self, length: int) -> "ShardedChi2":
+        """The same term with `length` rows, split over the same mesh: the wrapped
+        term (already padded to a multiple of the axis size) padded further with
+        rows of weight exactly 0 and placed again. What
+        [`eqmodels.pad_to_match`][] calls to bring data sets of different lengths
+        to one shape (a `survey` over data sets).
+
+        **Arguments:** `length`, a multiple of the mesh axis's size, at least
+        `self.rows`.
+        """
         if length == self.rows:  # already that long: nothing to pad
             return self
-        raise NotImplementedError(
-            f"a ShardedChi2 pads its rows itself (to {self.rows}), and cannot be "
-            f"padded to {length}: pad the unwrapped term (`sharded.term` holds "
-            "padding already) to a common length and wrap it again. A `survey` over "
-            "data sets of different lengths takes sharded terms with `share=False`."
-        )
+        size = self.mesh.shape[self.axis_name]
+        if length % size:
+            raise ValueError(
+                f"`length` ({length}) is not a multiple of the mesh axis "
+                f"{self.axis_name!r}'s {size} devices, so the rows could not be split "
+                f"evenly: pad to {padded_length(length, size)} (data sets sharded on "
+                "one mesh, padded with `em.pad_to_match`, always are)."
+            )
+        # Not through the constructor: a member of a sharing objective holds no
+        # forward model of its own.
+        padded = self.term.pad_rows(length)
+        padded = place(padded, _row_specs(padded, self.axis_name), self.mesh)
+        return eqx.tree_at(lambda s: s.term, self, padded)
 
     def _sharing(self):
         # A wrapped term that overrides `__call__` is evaluated through it (this
@@ -303,6 +310,34 @@ class ShardedChi2(AbstractDataTerm, strict=True):
         return eqx.tree_at(
             lambda s: s.term.forward, self, None, is_leaf=lambda x: x is None
         )
+
+
+# The bodies of the public methods, module-level functions so that `compiled`
+# caches one program per structure of term (see `compiled`).
+def _sharded_value(term: ShardedChi2, image):
+    axis = term.axis_name
+    return term._sharded(lambda t, x: jax.lax.psum(t(x), axis), image, P())
+
+
+def _sharded_residuals(term: ShardedChi2, image):
+    return term._sharded(lambda t, x: t.residuals(x), image, P(term.axis_name))
+
+
+def _chi2_of_vis(term: ShardedChi2, vis):
+    axis = term.axis_name
+    return term._rows_of_vis(
+        lambda t, v: jax.lax.psum(from_shared_vis(t, "chi2_from_vis", v), axis),
+        vis,
+        P(),
+    )
+
+
+def _residuals_of_vis(term: ShardedChi2, vis):
+    return term._rows_of_vis(
+        lambda t, v: from_shared_vis(t, "residuals_from_vis", v),
+        vis,
+        P(term.axis_name),
+    )
 
 
 def _take_data_rows(data, rows: np.ndarray, n: int):

@@ -1,5 +1,6 @@
 """A forward model whose points are split over the devices of a mesh."""
 
+from collections.abc import Sequence
 from typing import Any
 
 import equinox as eqx
@@ -8,9 +9,11 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 from jaxtyping import Array, ArrayLike, Complex, Float
 
-from .._forward._base import AbstractForwardModel, take_rows
+from .._forward._base import AbstractForwardModel, gather_index, take_rows
+from .._validation import is_concrete
 from ._mesh import (
     check_mesh,
+    compiled,
     forward_prefixes,
     gathered,
     padded_length,
@@ -100,27 +103,47 @@ class ShardedForward(AbstractForwardModel, strict=True):
         return gathered(x, self.mesh)[: self.n_points].reshape(self.point_shape)
 
     def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:
-        image = self._check_image(image)
-        axis = self.axis_name
-
-        def local(inner, img):
-            return inner(img)
-
-        vis = jax.shard_map(
-            local,
-            mesh=self.mesh,
-            in_specs=(self._specs(self.inner, axis), P()),
-            out_specs=P(axis),
-            # Without replication tracking, the cotangent of the replicated image
-            # is summed over the devices by shard_map's own transpose — right for
-            # every backend (with tracking, nufftax's derivative loses the
-            # device-varying type and jax-finufft's needs a `pcast`).
-            check_vma=False,
-        )(self.inner, image)
-        return self._points(vis)
+        return compiled(_transform, self, self._check_image(image))
 
     def at(self, u: ArrayLike, v: ArrayLike) -> "ShardedForward":
         return ShardedForward(self.inner.at(u, v), self.mesh, self.axis_name)
+
+    def take(self, index: ArrayLike | Sequence[int]) -> "ShardedForward":
+        """The same model at the points `u[index]`, `v[index]`, split over the same
+        mesh (padded again to a multiple of the axis size). Points of one axis
+        only (a shared transform's distinct points).
+
+        **Arguments:** `index`, concrete integer indices into the points.
+        """
+        if len(self.point_shape) != 1:
+            raise NotImplementedError(
+                f"`take` gathers points of one axis; this model's points have shape "
+                f"{self.point_shape}: take from the unwrapped model and wrap it again."
+            )
+        if not is_concrete(index):
+            raise TypeError(
+                "`index` must be concrete (the points are split over the devices "
+                "again), not traced: take points outside `jit`."
+            )
+        inner = self.inner.take(gather_index(index, self.n_points, "index"))
+        return ShardedForward(inner, self.mesh, self.axis_name)
+
+
+def _transform(model: ShardedForward, image):
+    """The body of `ShardedForward.__call__` (module-level: `compiled` caches one
+    program per structure of model)."""
+    vis = jax.shard_map(
+        lambda inner, img: inner(img),
+        mesh=model.mesh,
+        in_specs=(model._specs(model.inner, model.axis_name), P()),
+        out_specs=P(model.axis_name),
+        # Without replication tracking, the cotangent of the replicated image is
+        # summed over the devices by shard_map's own transpose — right for every
+        # backend (with tracking, nufftax's derivative loses the device-varying
+        # type and jax-finufft's needs a `pcast`).
+        check_vma=False,
+    )(model.inner, image)
+    return model._points(vis)
 
 
 def _flatten_points(inner: AbstractForwardModel, length: int) -> AbstractForwardModel:
