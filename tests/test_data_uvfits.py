@@ -278,21 +278,26 @@ def test_single_polarisation_rows_use_the_present_hand(tmp_path, local):
 
 
 # ------------------------------------------------------------------ synthetic files
-def _write_uvfits(path, data, stokes0=-1.0, seed=0):
+def _write_uvfits(
+    path, data, stokes0=-1.0, seed=0, baselines=None, source=None, uv_sign=1.0
+):
     """A minimal random-groups file: 3 stations, `data` of numpy shape
-    (n, 1, 1, n_if, n_chan, n_stokes, 3), baselines cycling 1-2, 1-3, 2-3."""
+    (n, 1, 1, n_if, n_chan, n_stokes, 3), baselines cycling 1-2, 1-3, 2-3 (or
+    `baselines`, `ant1 * 256 + ant2` per row); `source`: a SOURCE parameter;
+    `uv_sign` multiplies the stored u, v (per row)."""
     rng = np.random.default_rng(seed)
     n = data.shape[0]
     freq = 230e9
     u = rng.normal(size=n) * 1e9 / freq
     v = rng.normal(size=n) * 1e9 / freq
     jd2 = np.repeat(np.arange(n // 3), 3) * 10 / 86400.0 + 0.1
-    bl = np.tile([258.0, 259.0, 515.0], n // 3)
+    bl = np.tile([258.0, 259.0, 515.0], n // 3) if baselines is None else baselines
+    names = ["UU---SIN", "VV---SIN", "WW---SIN", "BASELINE", "DATE", "DATE"]
+    pars = [u * uv_sign, v * uv_sign, np.zeros(n), bl, np.full(n, 2457854.5), jd2]
+    if source is not None:
+        names, pars = names + ["SOURCE"], pars + [np.asarray(source, np.float64)]
     g = fits.GroupData(
-        data.astype(np.float32),
-        bitpix=-32,
-        parnames=["UU---SIN", "VV---SIN", "WW---SIN", "BASELINE", "DATE", "DATE"],
-        pardata=[u, v, np.zeros(n), bl, np.full(n, 2457854.5), jd2],
+        data.astype(np.float32), bitpix=-32, parnames=names, pardata=pars
     )
     hdu = fits.GroupsHDU(g)
     axes = [("COMPLEX", 1, 1), ("STOKES", stokes0, -1 if stokes0 < 0 else 1)]
@@ -313,6 +318,45 @@ def _write_uvfits(path, data, stokes0=-1.0, seed=0):
     an.header["FREQ"] = freq
     fits.HDUList([hdu, an]).writeto(path)
     return u * freq, v * freq
+
+
+def _one_per_row(n, seed=0):
+    rng = np.random.default_rng(seed)
+    data = np.zeros((n, 1, 1, 1, 1, 1, 3))
+    data[..., 0], data[..., 1] = rng.normal(size=(2, n, 1, 1, 1, 1, 1))
+    data[..., 2] = 4.0
+    return data
+
+
+def test_a_multi_source_file_is_refused(tmp_path):
+    """From a review: the SOURCE parameter was ignored, so an AIPS multi-source
+    file loaded as one source. One source id loads; two are refused."""
+    data = _one_per_row(6)
+    _write_uvfits(tmp_path / "one.uvfits", data, source=np.full(6, 3.0))
+    assert eqm.load_uvfits(tmp_path / "one.uvfits").n_rows == 6
+    _write_uvfits(tmp_path / "two.uvfits", data, source=[1.0, 1.0, 1.0, 2, 2, 2])
+    with pytest.raises(ValueError, match=r"multi-source.*ids \[1, 2\].*Split"):
+        eqm.load_uvfits(tmp_path / "two.uvfits")
+
+
+def test_row_order_does_not_depend_on_how_a_baseline_is_stored(tmp_path):
+    """From a review: rows were sorted by the file's station order before
+    VisData oriented them, so a file storing 2-1 instead of 1-2 came out in
+    another order. Reversed baselines (conjugated, u and v negated) give the same
+    data, row for row."""
+    data = _one_per_row(9)
+    _write_uvfits(
+        tmp_path / "a.uvfits", data, baselines=np.tile([515.0, 259.0, 258.0], 3)
+    )
+    bl = np.tile([770.0, 259.0, 513.0], 3)  # 3-2, 1-3, 2-1
+    flipped = data.copy()
+    flipped[bl != 259.0, ..., 1] *= -1  # conjugate the reversed ones
+    rev = tmp_path / "b.uvfits"
+    _write_uvfits(rev, flipped, baselines=bl, uv_sign=np.where(bl != 259.0, -1, 1))
+    a, b = eqm.load_uvfits(tmp_path / "a.uvfits"), eqm.load_uvfits(rev)
+    for field in ("ant1", "ant2", "u", "v", "vis", "sigma", "time"):
+        assert_allclose(getattr(b, field), getattr(a, field), rtol=1e-6)
+    assert np.asarray(a.ant1)[:3].tolist() == [0, 0, 1]
 
 
 def test_multi_if_multi_channel_average(tmp_path):
@@ -731,7 +775,9 @@ def test_load_fits_metadata_round_trips_through_save_fits(tmp_path):
     assert eqm.load_fits(cube, metadata=True)[2]["freq"] == 86.0e9
 
 
-def test_load_fits_metadata_of_the_pipeline_image_agrees_with_ehtim(shared_data):
+def test_load_fits_metadata_of_the_pipeline_image_agrees_with_ehtim(
+    shared_data, tmp_path
+):
     """The EHT pipeline's image (eht-imaging writes OBSRA/OBSDEC, FREQ and a
     fractional MJD): the same position, frequency, day and source as eht-imaging
     reads (its `ra` is in hours)."""
@@ -745,8 +791,15 @@ def test_load_fits_metadata_of_the_pipeline_image_agrees_with_ehtim(shared_data)
     assert_allclose(meta["ra"], ref.ra * 15.0, rtol=1e-15)
     assert_allclose(meta["dec"], ref.dec, rtol=1e-15)
     assert meta["freq"] == ref.rf
-    assert meta["mjd"] == ref.mjd
+    assert math.floor(meta["mjd"]) == ref.mjd
+    assert_allclose((meta["mjd"] - ref.mjd) * 24.0, ref.time, rtol=1e-9)
     assert meta["source"] == ref.source
+    # The time of day survives a round trip (the whole day alone was kept).
+    out = tmp_path / "copy.fits"
+    eqm.save_fits(*eqm.load_fits(path), out, **meta)
+    with quiet():
+        back = eh.image.load_fits(str(out))
+    assert back.mjd == ref.mjd and abs(back.time - ref.time) < 1e-6
 
 
 def test_load_fits_metadata_refuses_impossible_cards(tmp_path):

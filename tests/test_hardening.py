@@ -340,9 +340,14 @@ def test_duplicated_rows_are_refused_where_they_would_count_twice(local):
         station_names=local.station_names, freq=local.freq, mjd=local.mjd,
     )  # fmt: skip
     assert dup.duplicate_rows().sum() == 3
-    for average in (dup.scan_average, lambda: dup.time_average(10.0)):
+    calls = [dup.scan_average, lambda: dup.time_average(10.0)]
+    # ... and so do the closure products (from a review: "baseline (0, 5) appears
+    # more than once", station indices and a fix that led to the averages).
+    products = (em.closure_phases, em.log_closure_amplitudes, em.bispectra)
+    calls += [lambda f=f: f(dup) for f in (*products, em.closure_amplitudes)]
+    for call in calls:
         with pytest.raises(ValueError, match=r"`data` has 3 duplicated.*take\(~data"):
-            average()
+            call()
     clean = dup.take(~dup.duplicate_rows())
     assert clean.n_rows == N_ROWS
     assert_allclose(clean.scan_average().sigma, local.scan_average().sigma, rtol=0)
@@ -381,16 +386,48 @@ def test_load_fits_honours_the_header(tmp_path):
         tmp_path, CDELT1=-4.0, CDELT2=4.0, CUNIT1="uas", CUNIT2="uas", PSIZE=None
     )
     assert math.isclose(em.load_fits(path)[1].psize, P, rel_tol=1e-12)
-    with pytest.raises(ValueError, match="CRPIX1 .* shifted .* \\+1 pixels"):
-        em.load_fits(_fits_image(tmp_path, CRPIX1=4.5))
-    with pytest.raises(ValueError, match="CRPIX2"):
-        em.load_fits(_fits_image(tmp_path, CRPIX2=1.0))
+    for bad in ({"CRPIX1": 4.3}, {"CRPIX2": 0.5}, {"CRPIX2": 9.0}):
+        ((key, value),) = bad.items()
+        with pytest.raises(ValueError, match=f"{key} = {value} is neither .* regrid"):
+            em.load_fits(_fits_image(tmp_path, **bad))
     with pytest.raises(ValueError, match="PSIZE.*CDELT1.*disagree"):
         em.load_fits(_fits_image(tmp_path, PSIZE=2 * P))
     with pytest.raises(ValueError, match="rotated"):
         em.load_fits(_fits_image(tmp_path, CROTA2=30.0))
     with pytest.raises(ValueError, match="CUNIT1"):
         em.load_fits(_fits_image(tmp_path, CUNIT1="furlong"))
+
+
+@pytest.mark.parametrize("crpix", [(4.0, 5.0), (1.0, 8.0), (6.0, 1.5), (2.5, 4.5)])
+def test_load_fits_centres_a_reference_pixel_off_the_centre(tmp_path, crpix):
+    """From a review: DIFMAP, CASA and AIPS put the reference pixel at `n/2 + 1`
+    for even `n`, and such images were refused. A reference pixel on a whole or
+    half pixel inside the image is now centred by zero padding: every stored pixel
+    lands where the FITS header places it on the sky, `((i - CRPIX1) CDELT1,
+    (j - CRPIX2) CDELT2)` (1-based `i`, `j`), at the grid's pixel centres."""
+    rng = np.random.default_rng(1)
+    stored = rng.uniform(0.1, 1.0, (8, 6))  # FITS order: row j (axis 2), column i
+    cdelt = np.degrees(P)
+    header = {
+        "CTYPE1": "RA---SIN", "CTYPE2": "DEC--SIN", "CDELT1": -cdelt,
+        "CDELT2": cdelt, "CRPIX1": crpix[0], "CRPIX2": crpix[1],
+        "CRVAL1": 187.7, "CRVAL2": 12.4,
+    }  # fmt: skip
+    path = tmp_path / "off.fits"
+    hdu = fits.PrimaryHDU(stored)
+    hdu.header.update(header)
+    hdu.writeto(path)
+    img, grid = em.load_fits(path)
+    assert_allclose(img.sum(), stored.sum(), rtol=1e-14)
+    for j in range(8):
+        for i in range(6):
+            x = (i + 1 - crpix[0]) * -P  # east offset, radians (east is +x)
+            y = (j + 1 - crpix[1]) * P
+            ix = grid.nx / 2 - 0.5 - x / P
+            iy = grid.ny / 2 - 0.5 - y / P
+            assert ix == round(ix) and iy == round(iy)
+            assert img[round(iy), round(ix)] == stored[j, i]
+    assert np.count_nonzero(img) == stored.size
 
 
 # ------------------------------------------- 3b. data terms: impossible values

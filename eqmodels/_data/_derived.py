@@ -139,6 +139,7 @@ def _slots(data, times):
 
 def _closure_inputs(data, uv_min, fractional_noise):
     uv_min = _check_cut("uv_min", uv_min)
+    data._check_no_duplicates("closure quantities")
     if check_fraction("fractional_noise", fractional_noise) > 0:
         data = add_fractional_noise(data, fractional_noise)
     allowed = np.ones(data.n_rows, bool) if uv_min is None else data.uvdist >= uv_min

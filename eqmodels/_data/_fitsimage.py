@@ -152,11 +152,14 @@ def load_fits(
 
     The header is honoured, not assumed: the pixel size comes from `CDELT1/2`
     (or a diagonal `CD` matrix) in the axes' `CUNIT` (degrees by default) and must
-    agree with a `PSIZE` card if present; the reference pixel `CRPIX1/2`, if
-    present, must be the image centre `n/2 + 1/2` (where an `ImageGrid` puts the
-    phase centre, as eht-imaging writes it). A shifted reference pixel, rotated
-    axes or non-square pixels raise a `ValueError` rather than load an image
-    that is silently shifted or rescaled.
+    agree with a `PSIZE` card if present. The reference pixel `CRPIX1/2` (the
+    phase centre) becomes the grid's centre `n/2 + 1/2`, where an `ImageGrid` puts
+    it (and eht-imaging writes it): a reference pixel elsewhere on a whole or half
+    pixel inside the image is centred by padding the far side with zero pixels,
+    exactly — DIFMAP, CASA and AIPS write `n/2 + 1` for even `n`, so their `256²`
+    image loads as `257²`, the extra row and column 0. Any other reference pixel,
+    rotated axes or non-square pixels raise a `ValueError` rather than load an
+    image that is silently shifted or rescaled.
 
     Units (`BUNIT`): `JY/PIXEL` (or none, as eht-imaging writes it) is read as is;
     `JY/BEAM` (DIFMAP, CASA, AIPS) is converted to Jy/pixel with the header's
@@ -175,8 +178,9 @@ def load_fits(
     that the header gives, so `save_fits(image, grid, out, **meta)` writes them
     back: `ra`, `dec` (degrees; `OBSRA`/`OBSDEC` as eht-imaging writes them, else
     `CRVAL1/2` of the RA/Dec axes; `ra` wrapped into [0, 360]), `freq` (Hz; the
-    `FREQ` card, else the reference value of a `FREQ` axis), `mjd` (the whole day of
-    `MJD-OBS`, else of `MJD`, as eht-imaging reads it) and `source` (`OBJECT`).
+    `FREQ` card, else the reference value of a `FREQ` axis), `mjd` (`MJD-OBS`, else `MJD`:
+    with the time of day as its fraction where the header gives one, as
+    eht-imaging writes it, so a round trip keeps it; an `int` for a whole day) and `source` (`OBJECT`).
     A key the header does not give is left out.
     """
     fits = import_astropy_fits()
@@ -232,19 +236,12 @@ def load_fits(
             value = None
         if value is not None and math.isclose(value, psize, rel_tol=1e-12):
             psize = value
-    ny, nx = data.shape
-    for k, n in ((1, nx), (2, ny)):
-        crpix = header.get(f"CRPIX{k}")
-        if crpix is not None and not math.isclose(
-            float(crpix), n / 2 + 0.5, rel_tol=0, abs_tol=1e-6
-        ):
-            raise ValueError(
-                f"{path!r}: the reference pixel CRPIX{k} = {float(crpix)!r} is not the "
-                f"image centre {n / 2 + 0.5!r} (= n/2 + 1/2, where an `ImageGrid` puts "
-                "the phase centre): the image is shifted from its phase centre by "
-                f"{float(crpix) - (n / 2 + 0.5):+g} pixels. Re-centre it (e.g. "
-                "`np.roll` by that many pixels and update CRPIX) before loading."
-            )
+    pads = [
+        _centring_pad(header.get(f"CRPIX{k}"), n, k, path)
+        for k, n in ((2, data.shape[0]), (1, data.shape[1]))
+    ]
+    if any(any(p) for p in pads):
+        data = np.pad(data, pads)
     data = data * _to_jy_per_pixel(header, psize, path)
     img = data[::-1, :] if d2 > 0 else data
     img = img[:, ::-1] if d1 > 0 else img
@@ -252,6 +249,31 @@ def load_fits(
     if metadata:
         return np.ascontiguousarray(img), grid, _metadata(header, path)
     return np.ascontiguousarray(img), grid
+
+
+def _centring_pad(crpix, n: int, k: int, path: str) -> tuple[int, int]:
+    """Zero pixels to add `(before, after)` along FITS axis `k` (`n` pixels) so that
+    the reference pixel `crpix` (1-based) becomes the centre `m/2 + 1/2` of the
+    padded axis, where an `ImageGrid` puts the phase centre: a reference pixel on
+    a whole or half pixel inside the image (DIFMAP, CASA and AIPS write `n/2 + 1`
+    for even `n`) is honoured exactly, pixel for pixel."""
+    if crpix is None:
+        return 0, 0
+    c = float(crpix)
+    if math.isclose(c, n / 2 + 0.5, rel_tol=0, abs_tol=1e-6):
+        return 0, 0
+    twice = round(2 * c)
+    if not (abs(2 * c - twice) <= 2e-6 and 1 <= twice / 2 <= n):
+        raise ValueError(
+            f"{path!r}: the reference pixel CRPIX{k} = {c!r} is neither the image "
+            f"centre {n / 2 + 0.5!r} (= n/2 + 1/2, where an `ImageGrid` puts the "
+            "phase centre) nor a whole or half pixel inside the image (which "
+            "`load_fits` centres by padding with zero pixels): regrid the image so "
+            "that its phase centre falls on a pixel or between two, then load it."
+        )
+    if twice / 2 > n / 2 + 0.5:  # right of the centre: pad after
+        return 0, twice - 1 - n
+    return n + 1 - twice, 0
 
 
 def _metadata(header, path: str) -> dict[str, Any]:
@@ -296,7 +318,9 @@ def _metadata(header, path: str) -> dict[str, Any]:
         meta["freq"] = freq
     mjd = number("MJD-OBS", "MJD")
     if mjd is not None:
-        meta["mjd"] = int(math.floor(mjd))
+        # With its fraction (the time of day, as eht-imaging dates its images),
+        # so that `save_fits(..., **meta)` keeps it; an int for a whole day.
+        meta["mjd"] = int(mjd) if float(mjd).is_integer() else float(mjd)
     source = header.get("OBJECT")
     if isinstance(source, str) and source.strip():
         meta["source"] = source.strip()

@@ -14,7 +14,9 @@ import math
 import numbers
 
 import numpy as np
+from jaxtyping import ArrayLike, Float
 
+from .._validation import is_concrete
 from ._visdata import VisData
 
 
@@ -29,6 +31,13 @@ def debiased_amplitude(amp, sigma, *, force_nonzero: bool = False):
 
 
 def check_fraction(name, f):
+    if (
+        getattr(f, "shape", None) == ()
+        and np.issubdtype(f.dtype, np.number)
+        and not np.issubdtype(f.dtype, np.complexfloating)
+        and is_concrete(f)
+    ):  # a 0-d numpy or JAX array
+        f = float(f)
     if isinstance(f, bool) or not isinstance(f, numbers.Real):
         raise TypeError(
             f"`{name}` must be a number (a fraction, e.g. 0.02), got {f!r}."
@@ -83,7 +92,9 @@ def add_systematic_noise(
     return data.replace(sigma=np.sqrt(sigma**2 + (level * amp) ** 2))
 
 
-def add_fractional_noise(data: VisData, fraction: float | int | np.number) -> VisData:
+def add_fractional_noise(
+    data: VisData, fraction: float | int | np.number | Float[ArrayLike, ""]
+) -> VisData:
     """Add a fraction of each visibility amplitude to its sigma in quadrature,
     `σ' = sqrt(σ² + (f |V|)²)` (raw `|V|`), as eht-imaging's
     `add_fractional_noise`; apply it before forming closure quantities.

@@ -36,7 +36,29 @@ def thermal_sigma(
     """Radiometer equation: the noise of each of the real and imaginary parts of a
     Stokes I visibility, `σ = sqrt(SEFD1 SEFD2 / (2 Δν τ)) / η / sqrt(n_pol)`
     (Thompson, Moran & Swenson eq. 6.50, with `η` the digitisation efficiency —
-    0.88 for 2-bit sampling — and `n_pol` parallel hands averaged into Stokes I)."""
+    0.88 for 2-bit sampling — and `n_pol` parallel hands averaged into Stokes I).
+
+    **Arguments:** `sefd1`, `sefd2` (Jy), `bandwidth` (Hz) and `tint` (s), positive
+    numbers or arrays that broadcast; `efficiency` in (0, 1]; `n_pol` 1 or 2.
+    Anything else raises a `ValueError` naming the argument.
+    """
+    checks = {"sefd1": sefd1, "sefd2": sefd2, "bandwidth": bandwidth, "tint": tint}
+    checks["efficiency"] = efficiency
+    for name, x in checks.items():
+        if not is_concrete(x):
+            continue  # traced: nothing to look at
+        arr = np.asarray(x)
+        if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
+            raise TypeError(f"`{name}` must be a positive number, got {x!r}.")
+        high = 1.0 if name == "efficiency" else np.inf
+        if not np.all(np.isfinite(arr) & (arr > 0) & (arr <= high)):
+            limits = "in (0, 1] (0.88 for 2-bit sampling)" if high == 1 else "> 0"
+            raise ValueError(
+                f"`{name}` must be finite and {limits} everywhere, got {x!r} "
+                "(SEFDs in Jy, bandwidth in Hz, tint in s)."
+            )
+    if isinstance(n_pol, bool) or n_pol not in (1, 2):
+        raise ValueError(f"`n_pol` must be 1 or 2 (hands averaged), got {n_pol!r}.")
     return (
         np.sqrt(sefd1 * sefd2 / (2.0 * bandwidth * tint))
         / efficiency

@@ -54,7 +54,12 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
     - `time` in hours since 0 h UTC of `mjd = floor(min JD - 2400000.5)`;
     - stations (names, ECEF positions plus the `ARRAYX/Y/Z` centre) from the
       `AIPS AN` table, in table order; rows are re-oriented so that
-      `ant1 < ant2`, and sorted by time.
+      `ant1 < ant2`, and sorted by time, then baseline (whichever way the file
+      stores it);
+    - a multi-source file (a `SOURCE` random parameter with several values) is
+      refused: split it per source first. Duplicated rows (a baseline twice at one
+      time, e.g. stored both ways) are all loaded, and refused by the averages and
+      closures, which name them (`data.take(~data.duplicate_rows())`).
 
     **Arguments:**
 
@@ -221,6 +226,15 @@ def _read(hdus, path, check=True) -> dict:
             "FREQ, else the FREQ axis' CRVAL) is not a radio frequency between "
             f"{MIN_FREQ_HZ:g} and {MAX_FREQ_HZ:g} Hz: the header is corrupt."
         )
+    if "SOURCE" in parnames:
+        ids = np.unique(par(["SOURCE"])[valid])
+        if ids.size > 1:
+            raise UVFITSError(
+                f"{path!r} is a multi-source file: its rows belong to "
+                f"{ids.size} sources (SOURCE ids {[int(i) for i in ids[:8]]}), "
+                "which would be imaged as one. Split it into one file per source "
+                "first (AIPS SPLIT, or CASA's `split`)."
+            )
     u = par(["UU---SIN", "UU", "UU--", "UU---NCP"]) * freq
     v = par(["VV---SIN", "VV", "VV--", "VV---NCP"]) * freq
     jd = par(["DATE"])
@@ -323,7 +337,9 @@ def _read(hdus, path, check=True) -> dict:
     source = str(header.get("OBJECT", "unknown")).strip() or "unknown"
     bandwidth = _bandwidth(hdus, header, ctypes, raw.shape[1], raw.shape[2])
 
-    order = np.lexsort((ant2, ant1, time))
+    # By time, then baseline as VisData orients it (first station < second), so
+    # that the order does not depend on which way the file stores a baseline.
+    order = np.lexsort((np.maximum(ant1, ant2), np.minimum(ant1, ant2), time))
     return dict(
         u=u[good][order],
         v=v[good][order],

@@ -225,8 +225,17 @@ class VisData(eqx.Module, strict=True):
             or not math.isfinite(bandwidth)
         ):
             raise ValueError(f"`bandwidth` must be a finite number, got {bandwidth!r}.")
+        if bandwidth < 0:
+            raise ValueError(
+                f"`bandwidth` must be >= 0 Hz (0 when unknown), got {bandwidth!r}."
+            )
         if not isinstance(mjd, int | np.integer):
             raise TypeError(f"`mjd` must be an integer day, got {mjd!r}.")
+        if mjd < 0:
+            raise ValueError(
+                f"`mjd` must be a modified Julian day >= 0 (1858-11-17 or later), got "
+                f"{mjd!r}."
+            )
         if not isinstance(n_flagged, int | np.integer) or n_flagged < 0:
             raise ValueError(f"`n_flagged` must be an integer >= 0, got {n_flagged!r}.")
         if not isinstance(source, str):
@@ -481,10 +490,12 @@ class VisData(eqx.Module, strict=True):
         if bands is not None:
             wanted = np.atleast_1d(np.asarray(bands))
             have = np.unique(a["band"])
-            if not np.isin(wanted, have).any():
+            missing = wanted[~np.isin(wanted, have)]
+            if missing.size:
                 raise ValueError(
-                    f"`bands`={np.asarray(bands).tolist()} names no band of the data: "
-                    f"its bands are {have.tolist()} (indices into `band_freqs`)."
+                    f"`bands`={np.asarray(bands).tolist()} names band(s) "
+                    f"{missing.tolist()} that the data do not have: its bands are "
+                    f"{have.tolist()} (indices into `band_freqs`)."
                 )
             keep &= np.isin(a["band"], wanted)
         if not keep.any():
