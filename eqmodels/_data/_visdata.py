@@ -4,6 +4,7 @@ import datetime
 import math
 import numbers
 import zlib
+from collections.abc import Sequence
 
 import equinox as eqx
 import numpy as np
@@ -409,7 +410,7 @@ class VisData(eqx.Module, strict=True):
         pos = [kw.pop(k) for k in ("u", "v", "vis", "sigma", "time", "ant1", "ant2")]
         return VisData(*pos, **kw)
 
-    def take(self, index) -> "VisData":
+    def take(self, index: ArrayLike | Sequence[int] | Sequence[bool]) -> "VisData":
         """The rows `index` (an integer array or a boolean mask), as a new
         `VisData`. Raises if nothing is left."""
         index = np.asarray(index)
@@ -445,12 +446,12 @@ class VisData(eqx.Module, strict=True):
     def select(
         self,
         *,
-        stations=None,
-        exclude_stations=None,
+        stations: Sequence[str] | None = None,
+        exclude_stations: Sequence[str] | None = None,
         time_range: tuple | None = None,
         uv_range: tuple | None = None,
         snr_min: float | int | np.number | None = None,
-        bands=None,
+        bands: ArrayLike | Sequence[int] | None = None,
     ) -> "VisData":
         """Rows that pass every given criterion.
 
