@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import eqmodels as em
-from tests.helpers import assert_allclose, central_fd
+from tests.helpers import assert_allclose, central_fd, own_error
 from tests.reference import gains as rg
 from tests.reference.numpy_ft import dft_matrix
 
@@ -272,6 +272,62 @@ def test_gain_table_is_not_a_float_leaf():
         eqx.filter_jit(lambda g: g.at(synthetic()).log_amp)(g)
 
 
+def _two_bands(shift_h=0.0):
+    """`synthetic()` as band 0 (230 GHz) and again as band 1 (232 GHz), band 1's
+    times shifted by `shift_h`."""
+    d = synthetic()
+    hi = d.replace(time=np.asarray(d.time) + shift_h)
+    hi = em.VisData(
+        hi.u, hi.v, hi.vis, hi.sigma, hi.time, hi.ant1, hi.ant2,
+        station_names=NAMES, freq=232e9,
+    )  # fmt: skip
+    return d, em.concatenate([d, hi])
+
+
+def test_at_matches_bands():
+    """Gains solved per band (each interval one band's rows) calibrate each band
+    with its own solutions: the bands' phases differ."""
+    lo, both = _two_bands(shift_h=1e-5)
+    g = random_gains(both, interval="timestamp")
+    assert set(g.interval_freqs) == {230e9, 232e9}
+    band = np.asarray(both.band)
+    ones = both.replace(vis=np.ones(both.n_rows))
+    f = np.asarray(g.corrupt(ones).vis)
+    # Band 1's rows at its own (shifted) times: the same factor as `corrupt`
+    # on band 1 alone; band 0's likewise.
+    for b in (0, 1):
+        alone = both.select(bands=[b])
+        f_alone = np.asarray(g.corrupt(alone.replace(vis=np.ones(alone.n_rows))).vis)
+        assert_allclose(np.sort_complex(f[band == b]), np.sort_complex(f_alone))
+    # One band's gains on the other band: refused by default, carried on request.
+    g0 = random_gains(lo, interval="timestamp")
+    hi = both.select(bands=[1])
+    with pytest.raises(ValueError, match=r"band at 2\.32e\+11 Hz.*bands=\"any\""):
+        g0.calibrate(hi)
+    moved = np.asarray(g0.corrupt(hi.replace(vis=np.ones(hi.n_rows)), bands="any").vis)
+    want = np.asarray(g0.corrupt(lo.replace(vis=np.ones(lo.n_rows))).vis)
+    assert_allclose(moved, want)  # the nearest times (1e-5 h away), station by station
+    # Band-specific solutions and data with both bands at one timestamp.
+    _, same_time = _two_bands()
+    with pytest.raises(ValueError, match="several bands at one timestamp"):
+        g.at(same_time)
+    assert g.at(same_time, bands="any").n_intervals == g.n_intervals
+    # Gains whose intervals span both bands (or unknown bands) serve any band.
+    mixed = random_gains(same_time, interval="scan")
+    assert mixed.interval_freqs == (None, None, None)
+    assert_allclose(
+        mixed.calibrate(same_time).vis, mixed.calibrate(same_time, bands="any").vis
+    )
+    msg = own_error(
+        "g.at(d, bands='all')",
+        "ValueError",
+        "d = em.VisData([1e9], [1e9], [1.0], [1.0], [1.0], [0], [1], "
+        "station_names=('AA', 'AP'), freq=230e9)\n"
+        "g = em.StationGains.from_data(d, 'scan')",
+    )
+    assert msg is not None and "`bands` must be" in msg and "'all'" in msg
+
+
 def test_station_gains_errors():
     d = synthetic()
     slot, bounds = em.solution_intervals(d, "scan")
@@ -290,6 +346,14 @@ def test_station_gains_errors():
         em.StationGains(z, z, slot, bounds[:, ::-1], NAMES)
     with pytest.raises(TypeError, match="station_names"):
         em.StationGains(z, z, slot, bounds, "AA")
+    with pytest.raises(ValueError, match=r"station_names.*\['AA'\] more than once"):
+        em.StationGains(z, z, slot, bounds, ("AA",) + NAMES[1:-1] + ("AA",))
+    with pytest.raises(ValueError, match="sorted by start"):
+        em.StationGains(z, z, slot, bounds[::-1], NAMES)
+    with pytest.raises(ValueError, match="interval_freqs.*3 band"):
+        em.StationGains(z, z, slot, bounds, NAMES, interval_freqs=(230e9,) * 2)
+    with pytest.raises(ValueError, match="interval_freqs"):
+        em.StationGains(z, z, slot, bounds, NAMES, interval_freqs=(230e9, -1.0, None))
     with pytest.raises(ValueError, match=r"gains.*\(3, 6\)"):
         em.StationGains.from_data(d, "scan", gains=np.ones((2, 6)))
     with pytest.raises(ValueError, match="non-zero"):

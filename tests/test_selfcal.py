@@ -297,13 +297,27 @@ def test_lmt_calibration_reaches_every_lmt_row(shared_data):
     want = np.array(
         [table[starts == solved_t[np.argmin(np.abs(solved_t - t))]][0] for t in t_rows]
     )
-    f = np.asarray(g.corrupt(data.replace(vis=np.ones(data.n_rows))).vis)[lm_rows]
+    ones = data.replace(vis=np.ones(data.n_rows))
+    f = np.asarray(g.corrupt(ones, bands="any").vis)[lm_rows]
     # The LM side of each leg: g_LM on the left, conj(g_LM) on the right; the
     # other station's gain is 1 (only LM was solved).
     lm_first = a1[lm_rows] == lm
     got = np.where(lm_first, f, np.conj(f))
     assert_allclose(got, want, rtol=1e-12)
     assert np.min(np.abs(np.abs(got) - 1)) > 1e-3  # every LM row calibrated
+    # By default (`bands="same"`) each row takes its own band's nearest solution:
+    # the two bands' phases differ.
+    st = short.timestamps()[np.asarray(short.time_index)]
+    solved_band = np.array([np.asarray(short.band)[st == t][0] for t in solved_t])
+    row_band = np.asarray(data.band)[lm_rows]
+    want_same = []
+    for t, b in zip(t_rows, row_band):
+        ts = solved_t[solved_band == b]
+        want_same.append(table[starts == ts[np.argmin(np.abs(ts - t))]][0])
+    f = np.asarray(g.corrupt(ones).vis)[lm_rows]
+    got = np.where(lm_first, f, np.conj(f))
+    assert_allclose(got, np.array(want_same), rtol=1e-12)
+    assert not np.allclose(got, want)  # the two choices differ on this day
 
 
 def test_self_calibrate_without_x64_warns_nothing():
@@ -345,8 +359,10 @@ def test_self_calibration_converges_or_warns(shared_data):
         )
         return chi2 + np.sum((la / np.where(la > 0, 0.02, 0.2)) ** 2)
 
-    with pytest.warns(UserWarning, match="before converging in 1 of 1"):
+    with pytest.warns(UserWarning, match="before converging in 1 of 1") as w:
         _, short = em.self_calibrate(d, img, max_steps=30, **kw)
+    lo, hi = short.bounds[0]
+    assert f"intervals 0 ({lo:.4f}–{hi:.4f} h)" in str(w[0].message)
     _, full = em.self_calibrate(d, img, **kw)
     _, longer = em.self_calibrate(d, img, max_steps=400, **kw)
     assert objective(full) < 0.9 * objective(short)

@@ -628,3 +628,29 @@ class _Pair(eqx.Module):
 
     def __call__(self, models):
         return self.term(models[0]) + self.term(models[1])
+
+
+def test_survey_over_gains_of_two_data_sets_says_what_to_do():
+    """Gains of two data sets (their own solution intervals, a static table)
+    cannot be stacked: the error names the gains' intervals and what to do
+    instead, with the long tables cut short (it printed both in full)."""
+    d = em.load_uvfits(em.example_uvfits()).scan_average()
+    later = d.replace(time=np.asarray(d.time) + 0.01)  # 36 s later: other bounds
+    grid = em.ImageGrid.from_fov(16, 128.0)
+    objectives = [
+        em.Objective(
+            [
+                em.GainCorrected(
+                    em.VisChi2.from_data(x, grid), em.StationGains.from_data(x)
+                )
+            ]
+        )
+        for x in (d, later)
+    ]
+    model = em.PixelImage.from_image(np.full((16, 16), 1e-3), grid)
+    with pytest.raises(ValueError) as info:
+        _survey(objectives, model)
+    text = str(info.value)
+    assert "`objective.terms[0].gains.bounds` (a static field)" in text
+    assert "survey each data set's configurations on their own" in text
+    assert len(text) < 1000

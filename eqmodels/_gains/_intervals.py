@@ -101,3 +101,16 @@ def slot_presence(data: VisData, slot_interval: np.ndarray, n_intervals: int):
     present[k, np.asarray(data.ant1)] = True
     present[k, np.asarray(data.ant2)] = True
     return present
+
+
+def interval_band_freqs(data: VisData, slot_interval: np.ndarray, n_intervals: int):
+    """Each interval's band frequency (Hz), or `None` where its rows span several
+    bands (what `StationGains.at` matches another data set's bands against)."""
+    k = np.asarray(slot_interval)[np.asarray(data.time_index)]
+    band = np.asarray(data.band)
+    lo = np.full(n_intervals, band.max())
+    hi = np.full(n_intervals, band.min())
+    np.minimum.at(lo, k, band)
+    np.maximum.at(hi, k, band)
+    freqs = np.asarray(data.band_freqs, np.float64)
+    return tuple(float(freqs[a]) if a == b else None for a, b in zip(lo, hi))

@@ -134,7 +134,10 @@ def self_calibrate(
       `solution_interval=0`), `"track"`, or a number of seconds.
     - `gain_tol`: the amplitude prior's tolerance: a number, a pair
       `(above 1, below 1)` as eht-imaging's `gain_tol=[0.02, 0.2]`, or a dict
-      `{station: number or pair, "default": ...}`.
+      `{station: number or pair, "default": ...}`; stations the dict does not
+      name take its `"default"`, else 0.2 (unlike
+      [`eqmodels.GainAmplitudePrior`][], which leaves them free: a per-interval
+      fit with a free amplitude absorbs the noise).
     - `pad_amp`: fractional noise added to σ in the fit, `σ'² = σ² + (pad_amp |V|)²`.
     - `debias`: with `method="amp"`, fit the debiased amplitudes.
     - `phase_reference`: a station whose phase is 0 in every interval where it has
@@ -261,16 +264,22 @@ def self_calibrate(
         asarray([method != "phase", method != "amp"]),
         max_steps=int(max_steps),
     )
-    unconverged = int(np.sum(~np.asarray(converged)[:n_int]))
-    if unconverged:
+    unconverged = np.flatnonzero(~np.asarray(converged)[:n_int])
+    if unconverged.size:
+        named = ", ".join(
+            f"{k} ({bounds[k, 0]:.4f}–{bounds[k, 1]:.4f} h)" for k in unconverged[:5]
+        )
+        more = f" and {unconverged.size - 5} more" if unconverged.size > 5 else ""
         warn_user(
             f"self-calibration stopped at `max_steps`={max_steps} before converging "
-            f"in {unconverged} of {n_int} solution intervals: raise `max_steps` "
-            "(the gains there are not the objective's minimum).",
+            f"in {unconverged.size} of {n_int} solution intervals (intervals "
+            f"{named}{more}): raise `max_steps` (the gains there are not the "
+            "objective's minimum).",
         )
     gains = StationGains(
-        la[:n_int], ph[:n_int], slot, bounds, names, present, data.index_key, data.mjd
-    )
+        la[:n_int], ph[:n_int], slot, bounds, names, present, data.index_key,
+        data.mjd, tuple(float(data.band_freqs[b]) for b in lo),
+    )  # fmt: skip
     return gains.calibrate(data), gains
 
 

@@ -1,6 +1,8 @@
 """`StationGains`: complex station gains per solution interval, as a module."""
 
+import math
 from collections.abc import Sequence
+from typing import ClassVar, Literal
 
 import equinox as eqx
 import jax
@@ -12,7 +14,12 @@ from .._data._visdata import DEFAULT_SCAN_GAP_S, VisData
 from .._numerics import asarray
 from .._terms._common import index_key_leaf
 from .._validation import is_concrete
-from ._intervals import nearest_interval, slot_presence, solution_intervals
+from ._intervals import (
+    interval_band_freqs,
+    nearest_interval,
+    slot_presence,
+    solution_intervals,
+)
 
 
 class StationGains(eqx.Module, strict=True):
@@ -49,6 +56,13 @@ class StationGains(eqx.Module, strict=True):
     mjd: Int[Array | np.ndarray, ""]
     bounds: tuple[tuple[float, float], ...] = eqx.field(static=True)
     station_names: tuple[str, ...] = eqx.field(static=True)
+    interval_freqs: tuple[float | None, ...] | None = eqx.field(static=True)
+
+    survey_hint: ClassVar[str] = (
+        "gains of different data sets have their own solution intervals, which "
+        "one survey cannot stack: survey each data set's configurations on their "
+        "own, or `solve` per data set (one compilation each)"
+    )
 
     def __init__(
         self,
@@ -60,6 +74,7 @@ class StationGains(eqx.Module, strict=True):
         present: ArrayLike | None = None,
         index_key: int | ArrayLike | None = None,
         mjd: int | ArrayLike | None = None,
+        interval_freqs: Sequence[float | None] | None = None,
     ):
         """**Arguments:**
 
@@ -84,12 +99,23 @@ class StationGains(eqx.Module, strict=True):
           so that [`eqmodels.StationGains.at`][] places another data set's times
           (counted from its own `mjd`) correctly; default unknown (`-1`: times are
           taken as they are). `from_data` and `at` set it.
+        - `interval_freqs`: the band frequency (Hz) of each interval's rows, or
+          `None` for an interval whose rows span several bands: what
+          [`eqmodels.StationGains.at`][] matches another data set's bands against,
+          so that one band's gains never calibrate another. Default unknown
+          (`None`: any band). `from_data`, `self_calibrate` and `at` set it.
         """
         names = tuple(station_names) if not isinstance(station_names, str) else ()
         if not names or not all(isinstance(s, str) for s in names):
             raise TypeError(
                 "`station_names` must be a non-empty sequence of station codes, got "
                 f"{station_names!r}."
+            )
+        if len(set(names)) != len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(
+                f"`station_names` names {twice} more than once: one column per "
+                "station (a data set's station table)."
             )
         dtype = jnp.result_type(float)
         arrays = []
@@ -146,6 +172,22 @@ class StationGains(eqx.Module, strict=True):
                 f"`bounds` must be finite `[start, end]` pairs (hours, start <= "
                 f"end), shape ({k}, 2), got {np.shape(bounds)}."
             )
+        if np.any(np.diff(b[:, 0]) < 0):
+            raise ValueError(
+                "`bounds` must be sorted by start time (the intervals in time order, "
+                "as `slot_interval` numbers them): `at` looks the nearest one up."
+            )
+        if interval_freqs is not None:
+            freqs = tuple(interval_freqs)
+            if len(freqs) != k or not all(
+                f is None or (isinstance(f, float | int) and 0 < f < math.inf)
+                for f in freqs
+            ):
+                raise ValueError(
+                    f"`interval_freqs` must give {k} band frequencies (Hz, > 0; "
+                    f"None where an interval spans several bands), got {interval_freqs!r}."
+                )
+            interval_freqs = tuple(None if f is None else float(f) for f in freqs)
         if present is None:
             present = np.ones((k, len(names)), bool)
         elif is_concrete(present):
@@ -163,6 +205,7 @@ class StationGains(eqx.Module, strict=True):
         self.mjd = _mjd_leaf(mjd)
         self.bounds = tuple((float(lo), float(hi)) for lo, hi in b)
         self.station_names = names
+        self.interval_freqs = interval_freqs
 
     @classmethod
     def from_data(
@@ -210,6 +253,7 @@ class StationGains(eqx.Module, strict=True):
             present,
             data.index_key,
             data.mjd,
+            interval_band_freqs(data, slot, bounds.shape[0]),
         )
 
     @property
@@ -293,7 +337,9 @@ class StationGains(eqx.Module, strict=True):
         return vis * f.astype(vis.dtype)
 
     # ------------------------------------------------------------ on data sets
-    def at(self, data: VisData) -> "StationGains":
+    def at(
+        self, data: VisData, *, bands: Literal["same", "any"] = "same"
+    ) -> "StationGains":
         """These gains on the time slots and station table of another data set
         (e.g. the other band, the unaveraged data, or the data with more baselines
         than the gains were solved on), station by station, as eht-imaging's
@@ -305,13 +351,24 @@ class StationGains(eqx.Module, strict=True):
         name; a station with no solution anywhere, or unknown to these gains, gets
         gain 1.
 
-        **Arguments:** `data`, a [`eqmodels.VisData`][].
+        **Arguments:**
+
+        - `data`: a [`eqmodels.VisData`][].
+        - `bands`: `"same"` (default): a row of one band takes solutions of that
+          band only (`interval_freqs`; intervals spanning several bands, or gains
+          that do not know their bands, serve any), since the bands' phases differ;
+          a band with no solution is an error. `"any"`: the nearest solution of
+          any band, as eht-imaging's `applycal` on merged bands (what
+          [`eqmodels.image_m87`][] reproduces), or to carry one band's gains to
+          the other on purpose.
 
         **Returns:** a `StationGains` on `data`'s station table whose
         `slot_interval` (`(n_slots, n_stations)`) indexes `data`'s time slots.
         """
         if not isinstance(data, VisData):
             raise TypeError(f"`data` must be a VisData, got {type(data).__name__}.")
+        if bands not in ("same", "any"):
+            raise ValueError(f'`bands` must be "same" or "any", got {bands!r}.')
         if not is_concrete(self.present):
             raise TypeError(
                 "`StationGains.at` looks the intervals up on the host: call it "
@@ -328,10 +385,11 @@ class StationGains(eqx.Module, strict=True):
             for s in data.station_names
         ]
         slot = np.full((times.size, len(cols)), -1, np.int64)
-        for j, c in enumerate(cols):
-            ks = np.flatnonzero(present[:, c]) if c >= 0 else ()
-            if len(ks):
-                slot[:, j] = ks[nearest_interval(bounds[ks], times)]
+        for slots, serving in self._by_band(data, bands):
+            for j, c in enumerate(cols):
+                ks = np.flatnonzero(present[:, c] & serving) if c >= 0 else ()
+                if len(ks):
+                    slot[slots, j] = ks[nearest_interval(bounds[ks], times[slots])]
         cols_arr = np.maximum(cols, 0)
         known = (np.asarray(cols) >= 0)[None, :]
         # On the host when concrete (no eager device programs), as `factor`.
@@ -349,31 +407,78 @@ class StationGains(eqx.Module, strict=True):
             present[:, cols_arr] & known,
             data.index_key,
             data.mjd,
+            self.interval_freqs,
         )
 
-    def _row_factor(self, data: VisData) -> np.ndarray:
-        g = self.at(data)
+    def _by_band(self, data: VisData, bands: str):
+        """`(slots, serving)` pairs: `data`'s time slots of one band and the
+        intervals whose solutions may serve them (same band frequency, or an
+        interval spanning several bands); one pair of everything for
+        `bands="any"` or gains that do not know their bands."""
+        n_slots = data.timestamps().size
+        k = self.n_intervals
+        freqs = self.interval_freqs
+        if bands == "any" or freqs is None or all(f is None for f in freqs):
+            return [(np.arange(n_slots), np.ones(k, bool))]
+        band = np.asarray(data.band)
+        lo = np.full(n_slots, band.max())
+        hi = np.full(n_slots, band.min())
+        np.minimum.at(lo, np.asarray(data.time_index), band)
+        np.maximum.at(hi, np.asarray(data.time_index), band)
+        if np.any(lo != hi):
+            raise ValueError(
+                "`data` holds rows of several bands at one timestamp, but these "
+                "gains were solved per band (their phases differ): calibrate each "
+                "band on its own (`gains.calibrate(data.select(bands=[b]))`), shift "
+                'one band\'s times as the recipe does, or pass `bands="any"` to '
+                "take the nearest solution of any band."
+            )
+        mine = np.array([np.nan if f is None else f for f in self.interval_freqs])
+        any_band = np.isnan(mine)
+        out = []
+        for b in np.unique(lo):
+            f = float(data.band_freqs[b])
+            serving = any_band | np.isclose(mine, f, rtol=1e-9, atol=0.0)
+            if not serving.any():
+                have = sorted({x for x in self.interval_freqs if x is not None})
+                raise ValueError(
+                    f"`data` has a band at {f:.10g} Hz, and these gains have no "
+                    f"solution there (they were solved at {have} Hz): one band's "
+                    "gains do not calibrate another (their phases differ). "
+                    "Self-calibrate that band, build gains for it with "
+                    '`StationGains.from_data`, or pass `bands="any"` to carry '
+                    "these gains over on purpose."
+                )
+            out.append((np.flatnonzero(lo == b), serving))
+        return out
+
+    def _row_factor(self, data: VisData, bands: str) -> np.ndarray:
+        g = self.at(data, bands=bands)
         st = np.stack([np.asarray(data.ant1), np.asarray(data.ant2)], axis=1)
         return np.asarray(g.factor(st, data.time_index))
 
-    def corrupt(self, data: VisData) -> VisData:
+    def corrupt(
+        self, data: VisData, *, bands: Literal["same", "any"] = "same"
+    ) -> VisData:
         """`data` with the gains applied: `V → g_a conj(g_b) V`, `σ → |g_a g_b| σ`
         (looked up with [`eqmodels.StationGains.at`][]).
 
-        **Arguments:** `data`, a [`eqmodels.VisData`][].
+        **Arguments:** `data`, a [`eqmodels.VisData`][]; `bands` as in `at`.
         """
-        f = self._row_factor(data)
+        f = self._row_factor(data, bands)
         return data.replace(
             vis=f * np.asarray(data.vis), sigma=np.abs(f) * np.asarray(data.sigma)
         )
 
-    def calibrate(self, data: VisData) -> VisData:
+    def calibrate(
+        self, data: VisData, *, bands: Literal["same", "any"] = "same"
+    ) -> VisData:
         """`data` with the gains divided out: `V → V / (g_a conj(g_b))`,
         `σ → σ / |g_a g_b|` (so SNRs, and closure quantities, are unchanged).
 
-        **Arguments:** `data`, a [`eqmodels.VisData`][].
+        **Arguments:** `data`, a [`eqmodels.VisData`][]; `bands` as in `at`.
         """
-        f = self._row_factor(data)
+        f = self._row_factor(data, bands)
         return data.replace(
             vis=np.asarray(data.vis) / f, sigma=np.asarray(data.sigma) / np.abs(f)
         )

@@ -233,11 +233,14 @@ def selfcal_per_band(data: VisData, image, grid, *, fit_on=None, **kwargs) -> Vi
     and its amplitude shrinks (the LMT gain came out 0.3 instead of about 0.85 on
     2017-04-11). As eht-imaging's pipeline, [`eqmodels.image_m87`][] shifts each
     band's times by 1e-5 h per band index ([`prepare_data`]), so that every
-    timestamp holds one band and the solutions are per band.
+    timestamp holds one band and the solutions are per band. A row takes the
+    nearest solution of either band (`bands="any"`), as eht-imaging's `applycal`
+    on the merged bands (the LMT step solves on the short baselines only, and some
+    LMT rows of one band have their nearest solution in the other).
     """
     fit_on = data if fit_on is None else fit_on
     _, gains = self_calibrate(fit_on, image, grid=grid, interval="timestamp", **kwargs)
-    return gains.calibrate(data)
+    return gains.calibrate(data, bands="any")
 
 
 # ------------------------------------------------------------------ objectives

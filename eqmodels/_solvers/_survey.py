@@ -157,7 +157,10 @@ def _structure_difference(a, b, names=None, path="") -> str | None:
                 except Exception:  # noqa: BLE001 - objects without a boolean `==`
                     same = False
                 if not same:
-                    return f"`{sub}` (a static field): {x!r} vs {y!r}"
+                    hint = getattr(type(a), "survey_hint", "")
+                    return f"`{sub}` (a static field): {_short(x)} vs {_short(y)}" + (
+                        f" ({hint})" if hint else ""
+                    )
             else:
                 found = _structure_difference(x, y, None, sub)
                 if found is not None:
@@ -183,6 +186,12 @@ def _structure_difference(a, b, names=None, path="") -> str | None:
     if eqx.is_array(a) and np.shape(a) != np.shape(b):
         return f"`{path}`: shape {np.shape(a)} vs {np.shape(b)}"
     return None
+
+
+def _short(x, limit: int = 120) -> str:
+    """`repr(x)`, cut to `limit` characters (a static table can be long)."""
+    text = repr(x)
+    return text if len(text) <= limit else text[: limit - 5] + " ...)"
 
 
 def _split(trees: Sequence[PyTree]):
