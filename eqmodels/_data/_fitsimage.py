@@ -6,9 +6,10 @@ import os
 from typing import Any
 
 import numpy as np
+from jaxtyping import ArrayLike
 
 from .._grid import ImageGrid
-from .._image._base import evaluated_on
+from .._image._base import AbstractImageModel, evaluated_on
 from ._visdata import check_ra_dec
 
 
@@ -53,7 +54,7 @@ def as_image_array(image, grid, name: str = "image") -> np.ndarray:
 
 
 def save_fits(
-    image,
+    image: ArrayLike | AbstractImageModel,
     grid: ImageGrid,
     path: str | os.PathLike,
     *,
