@@ -39,8 +39,11 @@ def synthetic(noise=0.01):
         rows += [(t, a, b) for a, b in itertools.combinations(present, 2)]
     t, a1, a2 = (np.array(x) for x in zip(*rows))
     n = t.size
-    u = rng.uniform(-4e9, 4e9, n)
-    v = rng.uniform(-4e9, 4e9, n)
+    # Baselines between station positions (random, per timestamp), so that the
+    # legs of every closure triangle close as on a real array.
+    slot = np.searchsorted(TIMES, t)
+    xy = rng.uniform(-2e9, 2e9, (2, len(TIMES), len(NAMES)))
+    u, v = xy[:, slot, a1] - xy[:, slot, a2]
     model = dft_matrix(*GRID.shape, GRID.psize, u, v) @ truth_image().ravel()
     sigma = noise * np.abs(model).mean() * rng.uniform(0.5, 1.5, n)
     vis = model + sigma * (rng.standard_normal(n) + 1j * rng.standard_normal(n))

@@ -78,7 +78,9 @@ def test_sharded_forward_keeps_the_shape_of_points(mesh, name):
     points over 4 devices, padded) returns visibilities and `u`, `v` in that shape,
     so a closure-phase term takes it as it takes the wrapped model."""
     grid = em.ImageGrid(12, 15, em.uas_to_rad(3.0))
-    u, v = (x.reshape(7, 3) for x in random_points(grid, 21, seed=4))
+    # Closed triangles (`u₁ + u₂ + u₃ = 0`), inside the grid's Nyquist limit.
+    u, v = (0.5 * x.reshape(2, 7) for x in random_points(grid, 14, seed=4))
+    u, v = (np.stack([x[0], x[1], -(x[0] + x[1])], axis=1) for x in (u, v))
     inner = FORWARDS[name](grid, u, v)
     sharded = em.ShardedForward(inner, mesh)
     img = jnp.asarray(random_image(grid))

@@ -10,6 +10,7 @@ from ._base import AbstractDataTerm
 from ._common import (
     abs2,
     check_amplitudes,
+    check_vis_shape,
     index_key_leaf,
     real_rows,
     row_labels,
@@ -102,8 +103,10 @@ class AmpChi2(AbstractDataTerm, strict=True):
         )
 
     def residuals_from_vis(self, vis: Complex[Array, " n"]) -> Float[Array, " n"]:
+        check_vis_shape(self, vis, self.amp.shape)
         return jnp.sqrt(self.weight / self.n_rows) * (safe_sqrt(abs2(vis)) - self.amp)
 
     def chi2_from_vis(self, vis: Complex[Array, " n"]) -> Scalar:
+        check_vis_shape(self, vis, self.amp.shape)
         d = safe_sqrt(abs2(vis)) - self.amp
         return jnp.sum(self.weight * d * d) / self.n_rows

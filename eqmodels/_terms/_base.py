@@ -123,7 +123,12 @@ class AbstractTerm(eqx.Module, strict=True):
     def __mul__(self, weight) -> "Objective":
         obj = as_objective(self)
         w = _scalar_weight(weight)
-        return obj.with_weights(obj.weights * w.astype(obj.weights.dtype))
+        dtype = obj.weights.dtype
+        if is_concrete(w) and is_concrete(obj.weights):
+            # On the host: eager arithmetic on the weights would compile.
+            weights = np.asarray(obj.weights) * np.asarray(w).astype(dtype)
+            return obj.with_weights(asarray(weights, dtype))
+        return obj.with_weights(obj.weights * w.astype(dtype))
 
     def __rmul__(self, weight) -> "Objective":
         return self.__mul__(weight)
@@ -194,7 +199,8 @@ def _scalar_weight(weight):
         raise TypeError(
             "a term can only be multiplied by a scalar weight, not by another term."
         )
-    w = asarray(weight)
+    # A number stays on the host (`jnp.asarray` of a Python scalar compiles).
+    w = weight if isinstance(weight, jax.Array) else np.asarray(weight)
     if w.ndim != 0:
         raise TypeError(
             f"a term's weight must be a scalar, got shape {w.shape}; for a survey over "
@@ -202,6 +208,8 @@ def _scalar_weight(weight):
         )
     if jnp.iscomplexobj(w):
         raise TypeError("a term's weight must be real, got a complex number.")
+    if not (jnp.issubdtype(w.dtype, jnp.number) or w.dtype == jnp.bool_):
+        raise TypeError(f"a term's weight must be a real number, got {weight!r}.")
     if w.dtype == jnp.bool_:
         raise TypeError("a term's weight must be a real number, got a boolean.")
     check_weights("weight", w)

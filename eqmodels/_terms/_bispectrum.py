@@ -54,7 +54,9 @@ class BispectrumChi2(AbstractDataTerm, strict=True):
     ):
         """**Arguments:**
 
-        - `forward`: forward model at the legs' `(u, v)`, points of shape `(n, 3)`.
+        - `forward`: forward model at the legs' `(u, v)`, points of shape `(n, 3)`,
+          the legs walked around each triangle (`u₁ + u₂ + u₃ = 0`; rows that do
+          not close, most of them, are refused).
         - `bispectrum`: observed bispectra (Jy³), shape `(n,)`.
         - `sigma`: bispectrum noise (Jy³, > 0), shape `(n,)`.
         - `stations`: each leg's station pair (oriented as the leg is walked), and

@@ -53,9 +53,12 @@ class ClosurePhaseChi2(AbstractDataTerm, strict=True):
     ):
         """**Arguments:**
 
-        - `forward`: forward model at the legs' `(u, v)`, points of shape `(n, 3)`.
+        - `forward`: forward model at the legs' `(u, v)`, points of shape `(n, 3)`,
+          the legs walked around each triangle (`u₁ + u₂ + u₃ = 0`; rows that do
+          not close, most of them, are refused).
         - `cphase`: observed closure phases in radians, shape `(n,)`.
-        - `sigma`: closure-phase noise in radians (> 0), shape `(n,)`.
+        - `sigma`: closure-phase noise in radians (> 0; a median above π is
+          refused as degrees by mistake), shape `(n,)`.
         - `stations`: each leg's station pair (oriented as the leg is walked), and
           `time_index` each row's time slot (see [`eqmodels.VisChi2`][]); default
           unknown (`-1`).

@@ -165,13 +165,13 @@ def merge(
     gathered = []
     for name in names:
         flat = [getattr(fwd, name) for fwd, *_ in sources]
-        flat = [
-            x.reshape(-1) if name in ("u", "v") else x for x in flat
-        ]  # point fields are already point-major
+        if on_host:  # on the host: an eager reshape or gather compiles
+            flat = [host_array(x) for x in flat]
+        # Point fields are already point-major.
+        flat = [x.reshape(-1) if name in ("u", "v") else x for x in flat]
         if on_host:
-            host = [host_array(x) for x in flat]
-            out = np.empty((first.size, *host[0].shape[1:]), host[0].dtype)
-            for x, p in zip(host, parts):
+            out = np.empty((first.size, *flat[0].shape[1:]), flat[0].dtype)
+            for x, p in zip(flat, parts):
                 out[p] = x[row[p]]
             gathered.append(asarray(out))
         else:

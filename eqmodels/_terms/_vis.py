@@ -15,6 +15,7 @@ from ._common import (
     abs2,
     check_amplitudes,
     check_forward_type,
+    check_vis_shape,
     index_key_leaf,
     inverse_variance,
     row_labels,
@@ -113,9 +114,11 @@ class VisChi2(AbstractDataTerm, strict=True):
         )
 
     def residuals_from_vis(self, vis: Complex[Array, "*points"]) -> Float[Array, " m"]:
+        check_vis_shape(self, vis, self.vis.shape)
         d = vis - self.vis
         s = jnp.sqrt(self.weight / (2 * self.n_rows))
         return jnp.concatenate([(s * d.real).reshape(-1), (s * d.imag).reshape(-1)])
 
     def chi2_from_vis(self, vis: Complex[Array, "*points"]) -> Scalar:
+        check_vis_shape(self, vis, self.vis.shape)
         return jnp.sum(self.weight * abs2(vis - self.vis)) / (2 * self.n_rows)
