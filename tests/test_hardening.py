@@ -497,6 +497,13 @@ GRID_5 = em.ImageGrid(8, 8, em.uas_to_rad(5.0))  # same shape, other pixel size
         (lambda: _AMP / 0, ZeroDivisionError, "`weight` of 0.*`0 \\* term`"),
         (lambda: _AMP / -2.0, ValueError, "`weight` must be >= 0"),
         (lambda: _AMP / math.inf, ValueError, "`weight` must be finite"),
+        # Python's "unsupported operand type(s)" said nothing of what to do.
+        (lambda: _AMP + 3, TypeError, r"`term \+ 3`.*chi2_offset=True"),
+        (lambda: 1.0 + _TV, TypeError, r"`term \+ 1\.0`.*weighted sum"),
+        (lambda: (_AMP + _TV) - 1, TypeError, r"`term - 1`"),
+        (lambda: np.float64(2.0) - _TV, TypeError, r"`term - 2\.0`"),
+        (lambda: _AMP - _TV, TypeError, "cannot be subtracted.*reward"),
+        (lambda: _AMP + "tv", TypeError, "unsupported operand"),
         (lambda: em.Objective([_AMP, _TV], [1.0, -1.0]), ValueError, "`weights`"),
         (lambda: em.Objective([_AMP, _TV], [1.0, math.nan]), ValueError, "`weights`"),
         (lambda: (_AMP + _TV).with_weights([math.inf, 1.0]), ValueError, "`weights`"),

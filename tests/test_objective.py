@@ -227,7 +227,9 @@ def test_errors():
     obj = amp + tv
     with pytest.raises(ValueError, match="one per term"):
         obj.with_weights(jnp.ones(3))
-    assert tv.__add__(3) is NotImplemented
+    assert tv.__add__("tv") is NotImplemented
+    with pytest.raises(TypeError, match="a number cannot be added"):
+        tv.__add__(3)
 
 
 def test_objective_refuses_terms_of_two_precisions():

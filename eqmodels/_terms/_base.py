@@ -14,6 +14,7 @@ visibilities.
 """
 
 import abc
+import numbers
 from collections.abc import Sequence
 from typing import ClassVar, TypeAlias
 
@@ -144,6 +145,7 @@ class AbstractTerm(eqx.Module, strict=True):
 
     def __add__(self, other) -> "Objective":
         if not isinstance(other, AbstractTerm):
+            _refuse_number(other, "+")
             return NotImplemented
         return _concatenate(self, other)
 
@@ -151,6 +153,22 @@ class AbstractTerm(eqx.Module, strict=True):
         # `sum(terms)` starts from the integer 0.
         if isinstance(other, int | float) and other == 0:
             return as_objective(self)
+        _refuse_number(other, "+")
+        return NotImplemented
+
+    def __sub__(self, other) -> "Objective":
+        if isinstance(other, AbstractTerm):
+            raise TypeError(
+                "terms cannot be subtracted (`a - b`): a negative weight turns a "
+                "term's penalty into a reward, which the optimiser drives up without "
+                "bound. Add terms with weights >= 0 (`a + 0.1 * b`); to reward a "
+                "quantity, write a term whose penalty is its negative."
+            )
+        _refuse_number(other, "-")
+        return NotImplemented
+
+    def __rsub__(self, other) -> "Objective":
+        _refuse_number(other, "-")
         return NotImplemented
 
 
@@ -192,6 +210,21 @@ def default_name(term: AbstractTerm) -> str:
     """The report key of a term: its `report_name` (a class attribute, or a
     property of a wrapper that reports its inner term's), else its class name."""
     return term.report_name or type(term).__name__
+
+
+def _refuse_number(other, op: str) -> None:
+    """`term + 3`, `term - 1`: a `TypeError` saying what an objective is, instead
+    of Python's "unsupported operand type(s)"."""
+    if isinstance(other, numbers.Number) or (
+        isinstance(other, np.ndarray | jax.Array) and other.ndim == 0
+    ):
+        raise TypeError(
+            f"a number cannot be added to or subtracted from a term (`term {op} "
+            f"{other}`): an objective is a weighted sum of terms, `w * term`, and a "
+            "constant moves neither its minimiser nor its gradient. For "
+            "eht-imaging's `χ² − 1`, build `Objective(terms, weights, "
+            "chi2_offset=True)`."
+        )
 
 
 def _scalar_weight(weight):
