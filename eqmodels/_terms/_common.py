@@ -50,9 +50,13 @@ def check_closed(forward, term: str) -> None:
     around the triangle). Averaged data close to about 1e-2 of the longest leg per
     row; the usual mistake, a leg stored the other way round, leaves most rows
     open by a fraction of their longest leg: refused where the median row is open by
-    more than a tenth of it. Concrete points only."""
-    if not (is_concrete(forward.u) and is_concrete(forward.v)):
-        return
+    more than a tenth of it. Concrete points held by this process only (no
+    collective at construction)."""
+    for x in (forward.u, forward.v):
+        if not is_concrete(x) or (
+            isinstance(x, jax.Array) and not x.is_fully_addressable
+        ):
+            return
     u, v = np.asarray(forward.u, np.float64), np.asarray(forward.v, np.float64)
     longest = np.sqrt(u**2 + v**2).max(axis=1, initial=0.0)
     rows = longest > 0  # padded rows sit at (0, 0)
