@@ -103,14 +103,22 @@ def slot_presence(data: VisData, slot_interval: np.ndarray, n_intervals: int):
     return present
 
 
+def band_range(data: VisData, group: np.ndarray, n_groups: int):
+    """`(lo, hi)`: the lowest and highest band index among the rows of each group
+    (`group[i]` the group of row `i`); `lo == hi` where a group holds one band.
+    A group without rows gets `lo > hi`."""
+    band = np.asarray(data.band)
+    lo = np.full(n_groups, band.max())
+    hi = np.full(n_groups, band.min())
+    np.minimum.at(lo, group, band)
+    np.maximum.at(hi, group, band)
+    return lo, hi
+
+
 def interval_band_freqs(data: VisData, slot_interval: np.ndarray, n_intervals: int):
     """Each interval's band frequency (Hz), or `None` where its rows span several
     bands (what `StationGains.at` matches another data set's bands against)."""
     k = np.asarray(slot_interval)[np.asarray(data.time_index)]
-    band = np.asarray(data.band)
-    lo = np.full(n_intervals, band.max())
-    hi = np.full(n_intervals, band.min())
-    np.minimum.at(lo, k, band)
-    np.maximum.at(hi, k, band)
+    lo, hi = band_range(data, k, n_intervals)
     freqs = np.asarray(data.band_freqs, np.float64)
     return tuple(float(freqs[a]) if a == b else None for a, b in zip(lo, hi))

@@ -31,7 +31,7 @@ from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
 from .._numerics import asarray
 from .._validation import warn_user
-from ._intervals import solution_intervals
+from ._intervals import band_range, solution_intervals
 from ._priors import station_tolerances
 from ._station_gains import StationGains
 
@@ -201,11 +201,8 @@ def self_calibrate(
 
     slot, bounds = solution_intervals(data, interval, scan_gap=scan_gap)
     n_int = bounds.shape[0]
-    band = np.asarray(data.band)
     k_of_row = np.asarray(slot)[np.asarray(data.time_index)]  # slot: per timestamp
-    lo, hi = np.full(n_int, band.max()), np.full(n_int, band.min())
-    np.minimum.at(lo, k_of_row, band)
-    np.maximum.at(hi, k_of_row, band)
+    lo, hi = band_range(data, k_of_row, n_int)
     mixed = np.flatnonzero(lo != hi)
     if mixed.size:
         # The gains have no band axis: one gain per station and interval would be

@@ -15,6 +15,7 @@ from .._numerics import asarray
 from .._terms._common import index_key_leaf
 from .._validation import is_concrete
 from ._intervals import (
+    band_range,
     interval_band_freqs,
     nearest_interval,
     slot_presence,
@@ -420,11 +421,7 @@ class StationGains(eqx.Module, strict=True):
         freqs = self.interval_freqs
         if bands == "any" or freqs is None or all(f is None for f in freqs):
             return [(np.arange(n_slots), np.ones(k, bool))]
-        band = np.asarray(data.band)
-        lo = np.full(n_slots, band.max())
-        hi = np.full(n_slots, band.min())
-        np.minimum.at(lo, np.asarray(data.time_index), band)
-        np.maximum.at(hi, np.asarray(data.time_index), band)
+        lo, hi = band_range(data, np.asarray(data.time_index), n_slots)
         if np.any(lo != hi):
             raise ValueError(
                 "`data` holds rows of several bands at one timestamp, but these "
