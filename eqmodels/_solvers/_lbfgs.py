@@ -72,13 +72,15 @@ def _two_loop(g, proj, buf, gram, rho, head, count):
         lower=False,
         unit_diagonal=True,
     )
-    # H g = γ (g − Σ α_j y_j) + Σ c_j s_j = γ g + coefᵀ buf.
-    coef = (
-        jnp.zeros((m + 1, 2), g.dtype)
-        .at[order]
-        .set(jnp.stack([c, -gamma * alpha], axis=1))
-        .reshape(-1)
-    )
+    # H g = γ (g − Σ α_j y_j) + Σ c_j s_j = γ g + coefᵀ buf. `order` is its own
+    # inverse (slot `order[i]` holds the `i`-th newest pair, and the `i`-th newest
+    # pair is in slot `order[i]`), so the newest-first coefficients are put in
+    # slot order by the same gather: a fused gather, where a scatter is a loop
+    # on a CPU.
+    newest_first = jnp.stack([c, -gamma * alpha], axis=1)
+    coef = jnp.concatenate(
+        [newest_first[order], jnp.zeros((1, 2), g.dtype)], axis=0
+    ).reshape(-1)
     hg = gamma * g + jnp.matmul(coef, buf, precision=_HIGHEST)
     return hg, gamma * proj + jnp.matmul(gram, coef, precision=_HIGHEST)
 
@@ -112,18 +114,13 @@ def _update_gram(gram, head, s, y, good, buf_s, buf_y):
     `head` are replaced here by `s·s`, `s·y`, `y·y`.
     """
     ss, sy, yy = jnp.dot(s, s), jnp.dot(s, y), jnp.dot(y, y)
-    with_s = buf_s.at[2 * head].set(ss).at[2 * head + 1].set(sy)
-    with_y = buf_y.at[2 * head].set(sy).at[2 * head + 1].set(yy)
-    new = (
-        gram.at[2 * head, :]
-        .set(with_s)
-        .at[:, 2 * head]
-        .set(with_s)
-        .at[2 * head + 1, :]
-        .set(with_y)
-        .at[:, 2 * head + 1]
-        .set(with_y)
-    )
+    idx = jnp.arange(gram.shape[0])
+    is_s, is_y = idx == 2 * head, idx == 2 * head + 1
+    with_s = jnp.where(is_s, ss, jnp.where(is_y, sy, buf_s))
+    with_y = jnp.where(is_s, sy, jnp.where(is_y, yy, buf_y))
+    # One elementwise select (one fused kernel), not four row/column updates.
+    row = jnp.where(is_s[:, None], with_s, jnp.where(is_y[:, None], with_y, gram))
+    new = jnp.where(is_s, with_s[:, None], jnp.where(is_y, with_y[:, None], row))
     return jnp.where(good, new, gram)
 
 
