@@ -79,15 +79,14 @@ class Figures:
 
 # --8<-- [start:order_stations]
 def order_stations(data):
-    """Drop the stations without rows and order the others by total SNR, highest
-    first (eht-imaging's `reorder_tarr_snr`: the first stations are preferred as
-    references when the closure sets are chosen)."""
+    """Drop the stations without rows and order the others by the median SNR of
+    their rows, highest first (eht-imaging's `reorder_tarr_snr`: the first
+    stations are preferred as references when the closure sets are chosen)."""
     a1, a2 = np.asarray(data.ant1), np.asarray(data.ant2)
-    total = np.zeros(data.n_stations)
-    np.add.at(total, a1, data.snr)
-    np.add.at(total, a2, data.snr)
+    snr = np.asarray(data.snr)
     present = np.union1d(a1, a2)
-    order = present[np.argsort(-total[present], kind="stable")]
+    median = np.array([np.median(snr[(a1 == i) | (a2 == i)]) for i in present])
+    order = present[np.argsort(-median, kind="stable")]
     new = np.full(data.n_stations, -1)
     new[order] = np.arange(order.size)
     return data.replace(

@@ -246,3 +246,41 @@ def test_time_average_matches(ours, theirs, seconds):
     time = np.asarray(avg.time)
     centres = (np.array([bin_of(t) for t in time]) + 0.5) * seconds
     assert_allclose(offset_s + time * 3600.0, centres, rtol=1e-15)
+
+
+def _ehtim_station_order(path):
+    """eht-imaging's station order for the recipe: scan averaged, the station
+    table trimmed to the stations with rows, `reorder_tarr_snr`."""
+    with quiet():
+        obs = eh.obsdata.load_uvfits(str(path))
+        obs.add_scans()
+        obs = obs.avg_coherent(0.0, scan_avg=True)
+        used = set(obs.data["t1"]) | set(obs.data["t2"])
+        obs.tarr = obs.tarr[[site in used for site in obs.tarr["site"]]]
+        obs.reorder_tarr_snr()
+    return list(obs.tarr["site"])
+
+
+def _our_station_order(path):
+    from eqmodels._recipe import _m87 as R
+
+    data = R.drop_absent_stations(eqm.load_uvfits(path).scan_average())
+    return list(R.order_stations_by_snr(data).station_names)
+
+
+def test_station_order_matches_reorder_tarr_snr():
+    """The recipe orders stations as eht-imaging's `reorder_tarr_snr` (by median
+    SNR; a total favours APEX, which has many rows, and changes most minimal
+    closure amplitudes)."""
+    assert _our_station_order(LOCAL) == _ehtim_station_order(LOCAL)
+
+
+@pytest.mark.parametrize("day", ["095", "096", "101"])
+def test_station_order_matches_reorder_tarr_snr_other_days(shared_data, day):
+    path = (
+        shared_data
+        / "eht"
+        / "m87_2017"
+        / f"SR1_M87_2017_{day}_lo_hops_netcal_StokesI.uvfits"
+    )
+    assert _our_station_order(path) == _ehtim_station_order(path)

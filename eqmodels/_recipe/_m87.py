@@ -154,14 +154,20 @@ def drop_absent_stations(data: VisData) -> VisData:
 
 
 def order_stations_by_snr(data: VisData) -> VisData:
-    """Order the station table by total SNR, highest first (eht-imaging's
-    `reorder_tarr_snr`): the first stations are preferred as closure references
-    when the minimal closure sets are chosen."""
+    """Order the station table by the median SNR (`|V| / σ`) of each station's
+    rows, highest first, as eht-imaging's `reorder_tarr_snr` does: the first
+    stations are preferred as closure references when the minimal closure sets are
+    chosen. (The median, not the sum: a sum favours the stations with the most
+    rows, and changes most of the minimal closure amplitudes.) Every station must
+    have rows (`drop_absent_stations` first)."""
     snr = np.asarray(data.snr)
-    total = np.zeros(data.n_stations)
-    np.add.at(total, np.asarray(data.ant1), snr)
-    np.add.at(total, np.asarray(data.ant2), snr)
-    return _permute_stations(data, np.argsort(-total, kind="stable"))
+    a1, a2 = np.asarray(data.ant1), np.asarray(data.ant2)
+    median = np.array(
+        [np.median(snr[(a1 == i) | (a2 == i)]) for i in range(data.n_stations)]
+    )
+    # eht-imaging's order is `argsort(median)[::-1]`; ties (equal medians) are
+    # broken by the later station first there, by the earlier one here.
+    return _permute_stations(data, np.argsort(-median, kind="stable"))
 
 
 def _permute_stations(data, order):
