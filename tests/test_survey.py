@@ -6,6 +6,7 @@ process; errors."""
 import json
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -357,7 +358,11 @@ def test_survey_killed_with_sigkill_resumes_and_cache_serves_second_process(
     assert not (tmp_path / "a.json").exists()
     assert len(list(ckpt.glob("chunk_*.npz"))) == 2
     assert any(cache.iterdir())  # the first process wrote its programs
-    second = _child(ckpt, cache, tmp_path / "b.json")
+    # From a review: a copied (or moved) cache folder served no programs (its
+    # path was part of every key).
+    moved = tmp_path / "moved"
+    shutil.copytree(cache, moved)
+    second = _child(ckpt, moved, tmp_path / "b.json")
     assert second.returncode == 0, second.stderr[-2000:]
     out = json.loads((tmp_path / "b.json").read_text())
     assert out["loaded"] == [0, 1] and out["computed"] == [2]

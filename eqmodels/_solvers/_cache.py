@@ -19,7 +19,7 @@ def enable_compilation_cache(
     Pitfalls:
 
     - **Call it before the first compilation** of the process (at the top of the
-      script, before building objectives, which compile small programs): programs
+      script, before anything runs a JAX computation): programs
       compiled before it are neither read from nor written to the cache. (JAX sets
       its cache up at its first compile and ignores a folder set later; this
       function resets that state so a late call still takes effect for what
@@ -27,10 +27,17 @@ def enable_compilation_cache(
     - **Host callbacks defeat it**: a program containing `jax.debug.print`,
       `jax.debug.callback` or `io_callback` is not cached. eqmodels' progress display
       runs between compiled chunks, never inside them.
-    - Tracing is not cached: a warm process still traces (about 1.5 s for the
-      round-1 objective); only XLA's compilation is skipped.
+    - Tracing is not cached: a warm process still traces and lowers its programs
+      (about 0.7 s for the round-1 M87 solve on 2 cores); only XLA's compilation is
+      skipped.
     - The key includes the jax/jaxlib version, the backend, the XLA flags and the
       shapes and static configuration: different data *shapes* are new programs.
+    - The folder can be copied or moved (a CI artefact, a container with another
+      `$HOME`) and still serves its programs: JAX keeps a GPU autotuning cache
+      inside the cache folder by default, whose path then enters every key (on a
+      CPU too); this function turns that off
+      (`jax_persistent_cache_enable_xla_caches="none"`). On a GPU, a program that
+      misses the cache is autotuned again.
 
     **Arguments:**
 
@@ -76,6 +83,9 @@ def enable_compilation_cache(
     ):
         _cc.reset_cache()
     jax.config.update("jax_compilation_cache_dir", str(path))
+    # From a review: the default puts `<path>/xla_gpu_per_fusion_autotune_cache_dir`
+    # in the compile options, so a copied or moved folder had no hits.
+    jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
     jax.config.update(
         "jax_persistent_cache_min_compile_time_secs", min_compile_time_secs
     )
