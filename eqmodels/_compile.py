@@ -17,6 +17,7 @@ Set `EQMODELS_FAST_COMPILE=0` to compile everything with XLA's defaults; an
 
 import functools
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ _FAST_COMPILE_CPU = {"xla_cpu_use_fusion_emitters": False}
 # jax versions on which the option is known to exist; others are probed once.
 _VERIFIED = ((0, 10),)
 _decision: list[tuple[tuple[str, Any], ...]] = []  # decided once per process
+_lock = threading.RLock()  # the decision and the programs, made once each
 
 
 def _enabled() -> bool:
@@ -38,7 +40,13 @@ def _enabled() -> bool:
         "off",
     ):
         return False
-    return "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", "")
+    # The flag's name, not a substring of XLA_FLAGS: a dump folder named after it
+    # (`--xla_dump_to=/tmp/xla_cpu_use_fusion_emitters`) is not the setting.
+    names = (
+        token.lstrip("-").split("=", 1)[0]
+        for token in os.environ.get("XLA_FLAGS", "").split()
+    )
+    return "xla_cpu_use_fusion_emitters" not in names
 
 
 def _accepted(options: dict[str, Any]) -> bool:
@@ -73,13 +81,14 @@ def compiler_options() -> dict[str, Any]:
 
 
 def _options_key() -> tuple[tuple[str, Any], ...]:
-    if not _decision:
-        options = {}
-        if _enabled() and jax.default_backend() == "cpu":
-            if _accepted(_FAST_COMPILE_CPU):
-                options = dict(_FAST_COMPILE_CPU)
-        _decision.append(tuple(sorted(options.items())))
-    return _decision[0]
+    with _lock:
+        if not _decision:
+            options = {}
+            if _enabled() and jax.default_backend() == "cpu":
+                if _accepted(_FAST_COMPILE_CPU):
+                    options = dict(_FAST_COMPILE_CPU)
+            _decision.append(tuple(sorted(options.items())))
+        return _decision[0]
 
 
 class _RunOnceProgram:
@@ -92,15 +101,23 @@ class _RunOnceProgram:
         functools.update_wrapper(self, fun)
 
     def _program(self, key: tuple) -> Callable:
-        program = self._jitted.get(key)
-        if program is None:
-            kwargs = {"compiler_options": dict(key)} if key else {}
-            program = self._jitted[key] = eqx.filter_jit(self._fun, **kwargs)
-        return program
+        with _lock:
+            program = self._jitted.get(key)
+            if program is None:
+                kwargs = {"compiler_options": dict(key)} if key else {}
+                program = self._jitted[key] = eqx.filter_jit(self._fun, **kwargs)
+            return program
 
     def __call__(self, *args, **kwargs):
         key = _options_key()
-        if key:
+        traced = any(
+            isinstance(leaf, jax.core.Tracer)
+            for leaf in jax.tree.leaves((args, kwargs))
+        )
+        # With a traced argument the call is part of a caller's program, where
+        # options are refused: go straight to the plain program (trying first
+        # traced the whole solve twice, from a review).
+        if key and not traced:
             try:
                 return self._program(key)(*args, **kwargs)
             except ValueError as e:

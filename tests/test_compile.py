@@ -47,6 +47,24 @@ def test_an_xla_flags_setting_is_left_alone(fresh_decision):
     assert em.compiler_options() == {}
 
 
+def test_a_folder_named_after_the_flag_is_not_the_setting(fresh_decision):
+    """From a review: a substring test read a dump folder's name as the flag."""
+    fresh_decision.delenv("EQMODELS_FAST_COMPILE", raising=False)
+    fresh_decision.setenv(
+        "XLA_FLAGS", "--xla_dump_to=/tmp/xla_cpu_use_fusion_emitters_off"
+    )
+    assert em.compiler_options() == FAST
+
+
+def test_threads_decide_once(fresh_decision):
+    from concurrent.futures import ThreadPoolExecutor
+
+    fresh_decision.delenv("EQMODELS_FAST_COMPILE", raising=False)
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: em.compiler_options(), range(8)))
+    assert got == [FAST] * 8 and len(_compile._decision) == 1
+
+
 def test_unknown_options_are_probed_and_dropped(fresh_decision):
     # On a jax version not verified, the option is tried on a tiny program once.
     fresh_decision.setattr(_compile, "_VERIFIED", ())
@@ -100,6 +118,21 @@ def test_solve_inside_a_users_jit():
     assert_allclose(users_program(obj, model), top.value, rtol=1e-12)
     shape = eqx.filter_eval_shape(users_program, obj, model)
     assert shape.shape == () and shape.dtype == top.value.dtype
+
+
+def test_a_run_once_program_inside_a_users_jit_is_traced_once():
+    """From a review: inside a user's program the run-once program was traced with
+    the options first, refused, and traced again without them."""
+    traces = []
+
+    def fun(x):
+        traces.append(1)
+        return 2 * x
+
+    program = _compile.run_once_jit(fun)
+    out = eqx.filter_jit(lambda x: program(x))(np.ones(3))
+    assert_allclose(out, 2 * np.ones(3), rtol=0)
+    assert len(traces) == 1
 
 
 def test_other_errors_of_a_run_once_program_propagate():
