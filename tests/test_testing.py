@@ -287,3 +287,77 @@ def test_check_transforms_catches_residuals_that_disagree_with_the_value():
     term = WrongResiduals()
     with pytest.raises(AssertionError, match=r"Σ r² of `residuals\(image\)`"):
         emt.check_transforms(term, IMAGE)
+
+
+class JitlessResiduals(em.AbstractRegularizer, strict=True):
+    """Σ I² whose `residuals` use Python control flow on a value: right eagerly,
+    not under jit (where Gauss-Newton evaluates them)."""
+
+    def penalty(self, image):
+        return jnp.sum(image * image)
+
+    def residuals(self, image):
+        if float(jnp.sum(image)) > -1.0:
+            return jnp.asarray(image).reshape(-1)
+        return -jnp.asarray(image).reshape(-1)
+
+
+@jax.custom_vjp
+def _identity_3x(x):
+    return x
+
+
+_identity_3x.defvjp(lambda x: (x, None), lambda _, g: (3.0 * g,))
+
+
+class WrongResidualJacobian(em.AbstractRegularizer, strict=True):
+    """Σ I² whose `residuals` (I) are right in value, with a derivative 3× too
+    large: Gauss-Newton would take steps a third of the right length."""
+
+    def penalty(self, image):
+        return jnp.sum(image * image)
+
+    def residuals(self, image):
+        return _identity_3x(jnp.asarray(image).reshape(-1))
+
+
+def test_check_transforms_checks_residuals_under_jit_and_their_derivative():
+    """From a review: both passed every check, and Gauss-Newton failed on the
+    first and converged to the wrong place on the second."""
+    with pytest.raises(AssertionError, match=r"fails under jax.jit \(its `residuals`"):
+        emt.check_transforms(JitlessResiduals(), IMAGE)
+    with pytest.raises(AssertionError, match="what Gauss-Newton differentiates"):
+        emt.check_transforms(WrongResidualJacobian(), IMAGE)
+
+
+def test_checks_at_an_all_zero_point_do_not_pass_vacuously():
+    """From a review: at x = 0 a wrong gradient of a function flat there passed
+    (both derivatives 0)."""
+    zeros = jnp.zeros_like(IMAGE)
+    with pytest.raises(AssertionError, match="nothing is checked"):
+        emt.check_grad_fd(ScaledGradient(), zeros)
+    emt.check_transforms(em.TSV(GRID), zeros)  # the vmap batch is 0, 0.05, 0.1
+
+
+def test_check_grad_fd_failures_are_assertion_errors_that_say_why():
+    with pytest.raises(AssertionError, match="`fn` fails under jax"):
+        emt.check_grad_fd(NotJittable(), IMAGE)
+    with pytest.raises(AssertionError, match="`fn` fails under jax.jit"):
+        emt.check_against_numpy(NotJittable(), lambda x: (0.0, x), IMAGE)
+    # Entropy of pixels taken negative by the steps: not "fix the reference".
+    with pytest.raises(AssertionError, match="not finite at x"):
+        emt.check_grad_fd(lambda x: jnp.sum(jnp.log(x)), IMAGE, rel_step=0.5)
+
+
+def test_float32_gradient_check_catches_a_two_percent_error():
+    x = jnp.asarray(IMAGE, jnp.float32) * 100
+    emt.check_grad_fd(lambda y: 0.5 * jnp.sum(y * y), x)
+    with pytest.raises(AssertionError, match="float32 `x`"):
+        emt.check_grad_fd(lambda y: 0.5 * jnp.sum(y * y), x, grad=1.02 * x)
+
+
+def test_default_rtol_of_16_bit_types_is_above_their_rounding():
+    assert emt.default_rtol(np.float16) > float(np.finfo(np.float16).eps)
+    emt.assert_close(np.float16(1.001), np.float16(1.0))
+    assert emt.default_rtol(np.float32) == 1e-5
+    assert emt.default_rtol(np.complex128) == 1e-12
