@@ -4,10 +4,13 @@ from collections.abc import Sequence
 from typing import Any, TypeAlias
 
 import numpy as np
-from jaxtyping import Array, ArrayLike, Complex, Float, Shaped
+from jaxtyping import Array, ArrayLike, Complex, Float, Real, Shaped
 
 
 RealLike: TypeAlias = float | np.floating | Float[ArrayLike, ""]
+#: A real number given as a Python or numpy scalar or a 0-d array (host-side
+#: arguments: averaging intervals, thresholds, fluxes).
+RealScalar: TypeAlias = float | int | np.number | Real[np.ndarray | Array, ""]
 ImageArray: TypeAlias = Float[Array, "ny nx"]
 Points: TypeAlias = Float[ArrayLike, "*points"]
 Visibilities: TypeAlias = Complex[Array, "*points"]
@@ -31,6 +34,7 @@ __all__ = [
     "Points",
     "PointsLike",
     "RealLike",
+    "RealScalar",
     "Shaped",
     "Visibilities",
 ]

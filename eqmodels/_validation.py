@@ -5,6 +5,7 @@ the argument and the fix, *at construction*. Checks run only on concrete values:
 module rebuilt inside `jit`/`vmap` holds tracers, which are passed through unchecked.
 """
 
+import numbers
 import pathlib
 import sys
 import warnings
@@ -212,6 +213,27 @@ def check_radians(name: str, angle) -> None:
             "arcmin): angles are in radians; convert µas with "
             f"`eqmodels.uas_to_rad` (e.g. `uas_to_rad({float(angle):g})`)."
         )
+
+
+def host_real(x):
+    """`x` as a Python float when it is a real number: a Python or numpy scalar, or
+    a concrete 0-d numpy / JAX array of a real (non-bool) type; else `None`.
+    (Argument checks read numbers through this, so that `jnp.array(0.6)` is the
+    number it holds, not a "must be a number" refusal.)"""
+    if isinstance(x, bool | np.bool_):
+        return None
+    if isinstance(x, numbers.Real):
+        return float(x)
+    dtype = getattr(x, "dtype", None)
+    if (
+        getattr(x, "shape", None) == ()
+        and dtype is not None
+        and np.issubdtype(dtype, np.number)
+        and not np.issubdtype(dtype, np.complexfloating)
+        and is_concrete(x)
+    ):
+        return float(x)
+    return None
 
 
 def check_flag(name: str, value) -> bool:

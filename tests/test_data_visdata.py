@@ -91,6 +91,7 @@ def test_is_a_pytree_through_jit():
         (dict(station_names="ABC"), TypeError, "station_names"),
         (dict(station_names=3), TypeError, "station_names"),
         (dict(freq=-1.0), ValueError, "freq"),
+        (dict(freq=230.0), ValueError, r"`freq` 230 is outside .* Hz \(230 GHz is"),
         (dict(freq="x"), TypeError, "freq"),
         (dict(band=np.array([0, 1, 0])), ValueError, "band"),
         (dict(station_xyz=np.zeros((2, 3))), ValueError, "station_xyz"),

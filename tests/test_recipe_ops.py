@@ -10,7 +10,13 @@ import pytest
 
 import eqmodels as em
 from tests.conftest import TEST_DATA
-from tests.helpers import assert_allclose, check_grad_fd, ehtim_row_index, quiet
+from tests.helpers import (
+    assert_allclose,
+    check_grad_fd,
+    ehtim_row_index,
+    own_error,
+    quiet,
+)
 
 
 LOCAL = TEST_DATA / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
@@ -69,6 +75,34 @@ def test_rescale_zero_baseline(data):
         em.rescale_zero_baseline(data, 0.6, baseline=("AA", "XX"))
     with pytest.raises(ValueError, match="no rows"):
         em.rescale_zero_baseline(data.flag_stations(["AP"]), 0.6, baseline=("AA", "AP"))
+    # From a review: with `baseline` or `current`, a `uv_max` in Gλ by mistake
+    # rescaled nothing, silently; a long baseline was taken as the reference.
+    for kw in (dict(baseline=("AA", "AP")), dict(current=1.1)):
+        with pytest.raises(ValueError, match="shorter than `uv_max`.*wavelengths"):
+            em.rescale_zero_baseline(data, 0.6, uv_max=0.1, **kw)
+    with pytest.raises(ValueError, match="not a short baseline"):
+        em.rescale_zero_baseline(data, 0.6, baseline=("AA", "AZ"))
+    # A 0-d array is the number it holds (it was refused as "not a number").
+    assert_allclose(
+        em.rescale_zero_baseline(data, jnp.asarray(0.6)).vis, out.vis, rtol=1e-15
+    )
+
+
+def test_numbers_given_as_0d_arrays_are_numbers(data):
+    """From a review: `jnp.array(10.)` and `np.int64(0)` were refused with messages
+    that were false for them."""
+    assert data.time_average(jnp.asarray(60.0)).n_rows == data.time_average(60.0).n_rows
+    assert len(data.scans(jnp.asarray(60.0))) == len(data.scans(60.0))
+    assert (
+        data.select(snr_min=jnp.asarray(3.0)).n_rows == data.select(snr_min=3.0).n_rows
+    )
+    assert_allclose(em.taper(data, np.int64(0)).vis, data.vis, rtol=0)
+    msg = own_error(
+        'em.add_systematic_noise(d, 0.1, debias="no")',
+        "TypeError",
+        "d = em.load_uvfits(em.example_uvfits())",
+    )
+    assert msg is not None and "`debias` must be True or False" in msg
 
 
 def test_blur_image_matches_scipy_and_is_differentiable():

@@ -7,9 +7,10 @@ position, `tint` the summed integration time. These are eht-imaging's
 """
 
 import math
-import numbers
 
 import numpy as np
+
+from .._validation import host_real
 
 
 #: 1960-01-01 0 h UTC as an MJD: eht-imaging's epoch for fixed-interval bins.
@@ -22,12 +23,10 @@ def find_scans(time: np.ndarray, gap_s) -> tuple[np.ndarray, np.ndarray]:
     **Returns:** `(edges, ids)`: `edges` `(n_scans, 2)` `[start, end]` hours and
     `ids` the scan index of every entry of `time`.
     """
-    if (
-        isinstance(gap_s, bool)
-        or not isinstance(gap_s, numbers.Real)
-        or not (math.isfinite(gap_s) and gap_s > 0)
-    ):
+    value = host_real(gap_s)
+    if value is None or not (math.isfinite(value) and value > 0):
         raise ValueError(f"`gap` must be a positive number of seconds, got {gap_s!r}.")
+    gap_s = value
     # float64 on the host: a float32 `time` (JAX without x64) is widened exactly.
     uniq, inverse = np.unique(np.asarray(time, np.float64), return_inverse=True)
     new_scan = np.concatenate([[False], np.diff(uniq) > gap_s / 3600.0])
@@ -89,15 +88,12 @@ def time_average(data, seconds):
     since 1960 are ~1.8e9, where float32 (JAX's default without x64) is spaced
     128 s apart and would merge unrelated records into one bin.
     """
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, numbers.Real)
-        or not (math.isfinite(seconds) and seconds > 0)
-    ):
+    value = host_real(seconds)
+    if value is None or not (math.isfinite(value) and value > 0):
         raise ValueError(
             f"`seconds` must be a positive averaging interval, got {seconds!r}."
         )
-    seconds = float(seconds)
+    seconds = value
     offset_s = (data.mjd - _MJD_1960) * 86400.0
     time = np.asarray(data.time)
     t_s = offset_s + time.astype(np.float64) * 3600.0

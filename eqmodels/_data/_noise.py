@@ -11,12 +11,11 @@
 """
 
 import math
-import numbers
 
 import numpy as np
 from jaxtyping import ArrayLike, Float
 
-from .._validation import is_concrete
+from .._validation import check_flag, host_real
 from ._visdata import VisData
 
 
@@ -31,17 +30,12 @@ def debiased_amplitude(amp, sigma, *, force_nonzero: bool = False):
 
 
 def check_fraction(name, f):
-    if (
-        getattr(f, "shape", None) == ()
-        and np.issubdtype(f.dtype, np.number)
-        and not np.issubdtype(f.dtype, np.complexfloating)
-        and is_concrete(f)
-    ):  # a 0-d numpy or JAX array
-        f = float(f)
-    if isinstance(f, bool) or not isinstance(f, numbers.Real):
+    value = host_real(f)
+    if value is None:
         raise TypeError(
             f"`{name}` must be a number (a fraction, e.g. 0.02), got {f!r}."
         )
+    f = value
     if not (math.isfinite(f) and f >= 0):
         raise ValueError(f"`{name}` must be finite and >= 0, got {f!r}.")
     return float(f)
@@ -87,7 +81,7 @@ def add_systematic_noise(
     level = systematic_level(data, systematic_noise)
     sigma = np.asarray(data.sigma)
     amp = np.abs(np.asarray(data.vis))
-    if debias:
+    if check_flag("debias", debias):
         amp = debiased_amplitude(amp, sigma)
     return data.replace(sigma=np.sqrt(sigma**2 + (level * amp) ** 2))
 

@@ -15,8 +15,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Real
 
+from .._custom_types import RealScalar
 from .._grid import ImageGrid
 from .._numerics import asarray
+from .._validation import host_real
 from ._visdata import VisData
 
 
@@ -25,9 +27,10 @@ FWHM_PER_SIGMA = 2.0 * math.sqrt(2.0 * math.log(2.0))
 
 
 def _positive(name, x, *, allow_zero=False):
-    if isinstance(x, bool) or not isinstance(x, int | float | np.floating):
+    value = host_real(x)
+    if value is None:
         raise TypeError(f"`{name}` must be a number, got {x!r}.")
-    x = float(x)
+    x = value
     if not math.isfinite(x) or x < 0 or (x == 0 and not allow_zero):
         raise ValueError(
             f"`{name}` must be finite and {'>=' if allow_zero else '>'} 0, got {x!r}."
@@ -49,7 +52,7 @@ def taper_kernel(data: VisData, fwhm: float) -> np.ndarray:
     return np.exp(-2.0 * np.pi**2 * s**2 * (u**2 + v**2))
 
 
-def taper(data: VisData, fwhm: float | int) -> VisData:
+def taper(data: VisData, fwhm: RealScalar) -> VisData:
     """Taper the visibilities with a circular Gaussian (convolve the sky with a
     Gaussian of FWHM `fwhm`): `V → K V`, `σ → K σ` with
     `K = exp(-2π² σ_g² |uv|²)`, `σ_g = fwhm / (2 sqrt(2 ln 2))` (eht-imaging's
@@ -74,7 +77,7 @@ def taper(data: VisData, fwhm: float | int) -> VisData:
     return data.replace(vis=np.asarray(data.vis) * k, sigma=sigma)
 
 
-def reverse_taper(data: VisData, fwhm: float | int) -> VisData:
+def reverse_taper(data: VisData, fwhm: RealScalar) -> VisData:
     """Undo a taper (deconvolve a Gaussian of FWHM `fwhm`): `V → V / K`,
     `σ → σ / K` (eht-imaging's `Obsdata.reverse_taper`; the M87 recipe reverse-tapers
     the data by 5 µas before imaging and blurs its final image by the same 5 µas).
@@ -106,10 +109,10 @@ def _zbl_rows(data, uv_max):
 
 def rescale_zero_baseline(
     data: VisData,
-    flux: float | int,
+    flux: RealScalar,
     *,
-    uv_max: float | int = 0.1e9,
-    current: float | int | None = None,
+    uv_max: RealScalar = 0.1e9,
+    current: RealScalar | None = None,
     baseline: tuple[str, str] | None = None,
 ) -> VisData:
     """Scale the short (intra-site) baselines to a chosen compact flux, as the M87
@@ -134,6 +137,14 @@ def rescale_zero_baseline(
     flux = _positive("flux", flux)
     uv_max = _positive("uv_max", uv_max)
     short = _zbl_rows(data, uv_max)
+    if not short.any():
+        # Refused whatever gives `current` (from a review: with `baseline` or
+        # `current`, a `uv_max` in Gλ by mistake silently rescaled nothing).
+        raise ValueError(
+            f"no baseline is shorter than `uv_max`={uv_max:g} λ (shortest "
+            f"{data.uvdist.min():.4g} λ): nothing to rescale; `uv_max` is in "
+            "wavelengths (the recipe's 0.1 Gλ is `0.1e9`)."
+        )
     amp = np.abs(np.asarray(data.vis))
     if current is None:
         if baseline is not None:
@@ -149,14 +160,15 @@ def rescale_zero_baseline(
                     f"`baseline`={tuple(baseline)!r} has no rows in this data: "
                     f"present baselines are {data.baselines()}."
                 )
+            if not short[on].all():
+                raise ValueError(
+                    f"`baseline`={tuple(baseline)!r} is not a short baseline: "
+                    f"{int((~short[on]).sum())} of its {int(on.sum())} rows are "
+                    f"longer than `uv_max`={uv_max:g} λ. The zero-baseline flux is "
+                    "measured on an intra-site pair (the recipe's `('AA', 'AP')`)."
+                )
             current = float(np.median(amp[on]))
         else:
-            if not short.any():
-                raise ValueError(
-                    f"no baseline is shorter than `uv_max`={uv_max:g} λ (shortest "
-                    f"{data.uvdist.min():.4g} λ): nothing to rescale; give `current` "
-                    "or a larger `uv_max`."
-                )
             current = float(np.median(amp[short]))
     current = _positive("current", current)
     scale = np.where(short, flux / current, 1.0)
@@ -188,7 +200,7 @@ def blur_matrix(n: int, sigma_pix: float, truncate: float = 4.0) -> np.ndarray:
 def blur_image(
     image: Real[ArrayLike, "ny nx"],
     grid: ImageGrid,
-    fwhm: float | int,
+    fwhm: RealScalar,
 ) -> Float[Array, "ny nx"]:
     """Convolve an image with a circular Gaussian of FWHM `fwhm` (radians), as
     eht-imaging's `Image.blur_circ` (a truncated Gaussian filter at 4σ with

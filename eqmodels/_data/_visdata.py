@@ -10,7 +10,9 @@ import equinox as eqx
 import numpy as np
 from jaxtyping import Array, ArrayLike, Complex, Float, Int
 
+from .._custom_types import RealScalar
 from .._numerics import asarray
+from .._validation import host_real
 
 
 #: ehtim's default gap between scans, 0.0165 h.
@@ -450,7 +452,7 @@ class VisData(eqx.Module, strict=True):
         exclude_stations: Sequence[str] | None = None,
         time_range: tuple | None = None,
         uv_range: tuple | None = None,
-        snr_min: float | int | np.number | None = None,
+        snr_min: RealScalar | None = None,
         bands: ArrayLike | Sequence[int] | None = None,
     ) -> "VisData":
         """Rows that pass every given criterion.
@@ -462,7 +464,8 @@ class VisData(eqx.Module, strict=True):
         - `time_range`: `(t_min, t_max)` in hours, inclusive.
         - `uv_range`: `(uv_min, uv_max)` in wavelengths, inclusive (`None` for an
           open end).
-        - `snr_min`: keep rows with `|V|/σ >= snr_min`.
+        - `snr_min`: keep rows with `|V|/σ >= snr_min` (eht-imaging's `flag_low_snr`
+          keeps `>`: the two differ on rows exactly at the threshold).
         - `bands`: keep these band indices.
 
         **Returns:** a new `VisData` (the station table is unchanged). Raises
@@ -485,9 +488,10 @@ class VisData(eqx.Module, strict=True):
             uvd = self.uvdist
             keep &= (uvd >= lo) & (uvd <= hi)
         if snr_min is not None:
-            if not isinstance(snr_min, numbers.Real) or not math.isfinite(snr_min):
+            value = host_real(snr_min)
+            if value is None or not math.isfinite(value):
                 raise ValueError(f"`snr_min` must be a finite number, got {snr_min!r}.")
-            keep &= self.snr >= snr_min
+            keep &= self.snr >= value
         if bands is not None:
             wanted = np.atleast_1d(np.asarray(bands))
             have = np.unique(a["band"])
@@ -540,7 +544,7 @@ class VisData(eqx.Module, strict=True):
             )
         return self.select(uv_range=(uv_min, uv_max))
 
-    def select_snr(self, snr_min: float | int | np.number) -> "VisData":
+    def select_snr(self, snr_min: RealScalar) -> "VisData":
         """Keep rows with `|V|/σ >= snr_min`."""
         return self.select(snr_min=snr_min)
 
@@ -557,7 +561,7 @@ class VisData(eqx.Module, strict=True):
         return np.array([self.station_names.index(s) for s in names], np.int64)
 
     # ---------------------------------------------------------------- averaging
-    def scans(self, gap: float | int | np.number = DEFAULT_SCAN_GAP_S) -> np.ndarray:
+    def scans(self, gap: RealScalar = DEFAULT_SCAN_GAP_S) -> np.ndarray:
         """Scans found from gaps in the timestamps: a new scan starts wherever two
         consecutive timestamps are more than `gap` seconds apart (default 59.4 s,
         eht-imaging's `add_scans` default of 0.0165 h).
@@ -568,14 +572,14 @@ class VisData(eqx.Module, strict=True):
 
         return find_scans(np.asarray(self.time), gap)[0]
 
-    def scan_ids(self, gap: float | int | np.number = DEFAULT_SCAN_GAP_S) -> np.ndarray:
+    def scan_ids(self, gap: RealScalar = DEFAULT_SCAN_GAP_S) -> np.ndarray:
         """The scan index of every row (see [`eqmodels.VisData.scans`][])."""
         from ._averaging import find_scans
 
         return find_scans(np.asarray(self.time), gap)[1]
 
     def scan_average(
-        self, gap: float | int | np.number = DEFAULT_SCAN_GAP_S
+        self, gap: RealScalar = DEFAULT_SCAN_GAP_S
     ) -> "VisData":
         """Coherent average of each baseline over each scan (eht-imaging's
         `avg_coherent(0, scan_avg=True)`): `V = mean(V_k)`, `σ = sqrt(Σ σ_k²) / N`,
@@ -586,7 +590,7 @@ class VisData(eqx.Module, strict=True):
 
         return scan_average(self, gap)
 
-    def time_average(self, seconds: float | int | np.number) -> "VisData":
+    def time_average(self, seconds: RealScalar) -> "VisData":
         """Coherent average of each baseline over fixed bins of `seconds` (bins
         aligned on 1960-01-01 0h UTC, as eht-imaging's `avg_coherent(dt)`); the
         averaged row's `time` is the bin centre. A record is placed by its time
@@ -652,6 +656,15 @@ def _freqs(freq) -> tuple[float, ...]:
     freqs = tuple(float(f) for f in arr.reshape(-1))
     if not freqs or not all(math.isfinite(f) and f > 0 for f in freqs):
         raise ValueError(f"`freq` must be finite and > 0 (Hz), got {freq!r}.")
+    # The range `load_uvfits` accepts (radio, 1 MHz to 10 THz): a frequency in GHz
+    # (`230.0`) would otherwise be 230 Hz, and every wavelength-based quantity
+    # (thermal noise, `observe`'s baselines) off by 1e9 (from a review).
+    out = [f for f in freqs if not 1e6 <= f <= 1e13]
+    if out:
+        raise ValueError(
+            f"`freq` {out[0]:g} is outside 1e6–1e13 Hz: frequencies are in Hz "
+            "(230 GHz is `230e9`)."
+        )
     return freqs
 
 
