@@ -517,6 +517,12 @@ def test_enable_compilation_cache_rejects_a_file(tmp_path):
         em.enable_compilation_cache("")
 
 
+def test_enable_compilation_cache_names_a_blank_environment_variable(monkeypatch):
+    monkeypatch.setenv("EQMODELS_CACHE_DIR", "  ")
+    with pytest.raises(ValueError, match=r"\$EQMODELS_CACHE_DIR is blank"):
+        em.enable_compilation_cache()
+
+
 @pytest.mark.skipif(
     not os.path.isdir("/proc/sys") or os.access("/proc/sys", os.W_OK),
     reason="needs an existing folder no one may write to (Linux's /proc/sys)",

@@ -50,9 +50,13 @@ def enable_compilation_cache(
     **Returns:** the cache folder.
     """
     if path is None:
-        path = os.environ.get("EQMODELS_CACHE_DIR") or (
-            pathlib.Path.home() / ".cache" / "eqmodels" / "jax"
-        )
+        env = os.environ.get("EQMODELS_CACHE_DIR")
+        if env is not None and env and not env.strip():
+            raise ValueError(
+                "$EQMODELS_CACHE_DIR is blank: set it to a folder, or unset it for "
+                "~/.cache/eqmodels/jax."
+            )
+        path = env or (pathlib.Path.home() / ".cache" / "eqmodels" / "jax")
     if isinstance(path, str) and not path.strip():
         # From a review: "" silently meant the working folder.
         raise ValueError(
