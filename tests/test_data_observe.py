@@ -321,6 +321,25 @@ for name, bad in (("ra", "x"), ("dec", "x"), ("seed", "a"), ("seed", 1.5)):
         out[name + repr(bad)] = "accepted"
     except Exception as e:
         out[name + repr(bad)] = type(e).__name__ + ": " + str(e)
+for name in ("add_noise", "random_phases", "elevation_limit"):
+    try:
+        eqm.observe(img, grid, eqm.EHT2017, **{**kw, name: "False"})
+        out[name] = "accepted"
+    except Exception as e:
+        out[name] = type(e).__name__ + ": " + str(e)
+try:
+    eqm.amplitudes(eqm.load_uvfits(eqm.example_uvfits()), debias="False")
+    out["debias"] = "accepted"
+except Exception as e:
+    out["debias"] = type(e).__name__ + ": " + str(e)
+# `forward=` in 32-bit mode (it asked for float64 points: refused by JAX).
+plain = eqm.observe(img, grid, eqm.EHT2017, **kw, add_noise=False)
+for cls in (eqm.DirectFT, eqm.NUFFT):
+    given = eqm.observe(img, grid, eqm.EHT2017, **kw, add_noise=False, forward=cls)
+    out[cls.__name__] = float(
+        np.max(np.abs(np.asarray(given.vis) - np.asarray(plain.vis)))
+        / np.max(np.abs(np.asarray(plain.vis)))
+    )
 # Distinct float64 times that float32 (no x64) stores as one: duplicated rows.
 try:
     eqm.observe(img, grid, eqm.EHT2017, **{**kw, "times": [1.0, 1.0 + 1e-9]})
@@ -339,6 +358,11 @@ def test_observe_names_arguments_of_the_wrong_type():
                       ("seed1.5", "seed")):  # fmt: skip
         assert got[key].startswith(f"TypeError: `{name}` must be"), got[key]
     assert got["times"].startswith("`times` has values closer than float32"), got
+    # From a review: switches given as strings were read by truthiness ("False"
+    # added noise), and `forward=` failed without x64.
+    for name in ("add_noise", "random_phases", "elevation_limit", "debias"):
+        assert got[name].startswith(f"TypeError: `{name}` must be True or False"), got
+    assert got["DirectFT"] < 1e-5 and got["NUFFT"] < 1e-4, got
 
 
 def test_gain_amplitudes_are_the_documented_draws():

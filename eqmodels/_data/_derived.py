@@ -28,6 +28,7 @@ import numbers
 import numpy as np
 
 from .._numerics import asarray
+from .._validation import check_flag
 from ._closures import check_closures, closure_index
 from ._noise import (
     add_fractional_noise,
@@ -111,7 +112,9 @@ def amplitudes(
     snr_cut = _check_cut("snr_cut", snr_cut)
     vis = np.asarray(data.vis)
     sigma = np.asarray(data.sigma)
-    amp = debiased_amplitude(vis, sigma) if debias else np.abs(vis)
+    amp = (
+        debiased_amplitude(vis, sigma) if check_flag("debias", debias) else np.abs(vis)
+    )
     level = systematic_level(data, systematic_noise)
     keep = np.ones(data.n_rows, bool) if snr_cut is None else amp / sigma >= snr_cut
     if not np.any(keep):
@@ -281,6 +284,7 @@ def closure_phases(
 
 
 def _camp_np(data, closures, uv_min, snr_cut, fractional_noise, debias, log):
+    debias = check_flag("debias", debias)
     _check_data(data)
     check_closures(closures)
     snr_cut = _check_cut("snr_cut", snr_cut)

@@ -12,7 +12,7 @@ from .._forward._direct import DirectFT
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
 from .._numerics import asarray
-from .._validation import is_concrete
+from .._validation import check_flag, is_concrete
 from ._earth import baseline_uvw, elevation, gmst
 from ._stations import StationTable
 from ._visdata import check_ra_dec, VisData
@@ -125,7 +125,7 @@ def uv_tracks(
     g = gmst(mjd, times)
     el = np.degrees(elevation(xyz, g, ra_r, dec_r))  # (t, n_st)
     up = el >= np.asarray(array.el_min)[None, :]
-    if not elevation_limit:
+    if not check_flag("elevation_limit", elevation_limit):
         up[:] = True
     i, j = np.triu_indices(len(array), k=1)
     ti = np.repeat(np.arange(times.size), i.size)
@@ -177,8 +177,9 @@ def observe(
        `eqmodels.NUFFT` for large problems).
     3. Optional station errors per timestamp: amplitude
        `|g| = |1 + gain_sigma·N(0,1)|` and, with `random_phases`, a uniform random
-       phase per station: `V_ij → g_i conj(g_j) V_ij`. The absolute value (as
-       eht-imaging's `gainp`) keeps amplitudes >= 0; it changes a draw only when
+       phase per station: `V_ij → g_i conj(g_j) V_ij`. (eht-imaging's `gainp`
+       draws `|g| = sqrt(|1 + gainp·N(0,1)|)`, so `gain_sigma ≈ gainp / 2` for
+       small values.) The absolute value keeps amplitudes >= 0; it changes a draw only when
        `1 + gain_sigma·N(0,1) < 0`, with probability `Φ(-1/gain_sigma)` per
        station and timestamp: 3e-7 at `gain_sigma = 0.2`, 2% at 0.5, 31% at 2. So
        for `gain_sigma ≲ 0.25` the amplitude errors are Gaussian with standard
@@ -210,6 +211,9 @@ def observe(
     """
     if not isinstance(grid, ImageGrid):
         raise TypeError(f"`grid` must be an ImageGrid, got {type(grid).__name__}.")
+    add_noise = check_flag("add_noise", add_noise)
+    random_phases = check_flag("random_phases", random_phases)
+    check_flag("elevation_limit", elevation_limit)
     integration = _positive("integration", integration)
     bandwidth = _positive("bandwidth", bandwidth)
     efficiency = _positive("efficiency", efficiency)
@@ -278,7 +282,10 @@ def observe(
         ]
         vis = np.concatenate(parts)
     else:
-        vis = np.asarray(forward(grid, u, v)(image))
+        # In the image's precision, as the default path: float64 points would ask
+        # a 32-bit JAX for float64 (from a review: `forward=` failed without x64).
+        np_dtype = np.dtype(image.dtype)
+        vis = np.asarray(forward(grid, u.astype(np_dtype), v.astype(np_dtype))(image))
     vis = vis.astype(np.complex128)
 
     rng = np.random.default_rng(seed)
