@@ -75,7 +75,9 @@ def compiler_options() -> dict[str, Any]:
     Pass it to your own run-once programs for the same effect:
     `eqx.filter_jit(fn, compiler_options=eqmodels.compiler_options())`.
 
-    **Returns:** a new dict (decided once per process, at the first call).
+    **Returns:** a new dict (decided once per process, at the first call, from
+    JAX's default backend: the call starts JAX's backends, so make it after any
+    `jax.config.update("jax_num_cpu_devices", ...)`).
     """
     return dict(_options_key())
 
