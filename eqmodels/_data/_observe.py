@@ -179,9 +179,10 @@ def observe(
        `|g| = |1 + gain_sigma·N(0,1)|` and, with `random_phases`, a uniform random
        phase per station: `V_ij → g_i conj(g_j) V_ij`. (eht-imaging's `gainp`
        draws `|g| = sqrt(|1 + gainp·N(0,1)|)`, so `gain_sigma ≈ gainp / 2` for
-       small values.) The absolute value keeps amplitudes >= 0; it changes a draw only when
-       `1 + gain_sigma·N(0,1) < 0`, with probability `Φ(-1/gain_sigma)` per
-       station and timestamp: 3e-7 at `gain_sigma = 0.2`, 2% at 0.5, 31% at 2. So
+       small values.) The absolute value keeps amplitudes >= 0; it changes a
+       draw only when `1 + gain_sigma·N(0,1) < 0`, with probability
+       `Φ(-1/gain_sigma)` per station and timestamp: 3e-7 at `gain_sigma = 0.2`,
+       2% at 0.5, 31% at 2. So
        for `gain_sigma ≲ 0.25` the amplitude errors are Gaussian with standard
        deviation `gain_sigma`; larger values give a folded Gaussian (mean above 1,
        amplitudes near 0 possible). For another distribution, observe without
