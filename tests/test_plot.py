@@ -139,6 +139,16 @@ def test_uv_coverage_has_both_conjugate_points():
                 )
     ax = em.plot_uv_coverage(data)
     assert len(ax.get_legend().get_texts()) == 3  # AA-AP, AA-SM, AP-SM
+    # From a review: past 10 baselines matplotlib's colour cycle repeated; every
+    # baseline of the shipped file (2017-04-10) now has a style of its own.
+    many = em.load_uvfits(em.example_uvfits()).scan_average()
+    ax = em.plot_uv_coverage(many)
+    styles = {
+        (tuple(c.get_facecolor()[0]), c.get_paths()[0].vertices.tobytes())
+        for c in ax.collections
+    }
+    assert len(ax.collections) == len(many.baselines()) > 10
+    assert len(styles) == len(ax.collections)
     with pytest.raises(ValueError, match="`color_by`"):
         em.plot_uv_coverage(data, color_by="station")
 
@@ -148,6 +158,8 @@ def test_amplitudes_with_model_visibilities_or_an_image():
     model_vis = 2.0 * np.asarray(data.vis)
     ax = em.plot_amplitudes(data, model_vis)
     (line,) = ax.lines[-1:]
+    # The model is drawn above the data's markers (it was hidden under them).
+    assert line.get_zorder() > max(x.get_zorder() for x in ax.lines[:-1])
     np.testing.assert_allclose(line.get_ydata(), np.abs(model_vis))
     np.testing.assert_allclose(line.get_xdata(), data.uvdist / 1e9)
     img = np.random.default_rng(1).uniform(size=GRID.shape)
@@ -247,6 +259,37 @@ def test_bad_arguments_leave_no_figure_open():
         with pytest.raises((ValueError, TypeError)):
             call()
         assert plt.get_fignums() == [], call
+
+
+def test_plot_images_checks_its_own_arguments():
+    """From a review: these reached matplotlib with messages that named nothing,
+    or were read wrongly (a string of titles split into letters, reversed colour
+    limits accepted, one Jy/pixel scale over two pixel sizes)."""
+    img = np.ones(GRID.shape)
+    coarse = em.PixelImage.from_image(
+        np.ones(GRID.shape), em.ImageGrid(GRID.ny, GRID.nx, 2 * GRID.psize)
+    )
+    fine = em.PixelImage.from_image(np.ones(GRID.shape), GRID)
+    plt.close("all")
+    cases = [
+        (dict(images=[img, img], grid=GRID, titles="ab"), TypeError, "`titles`"),
+        (dict(images=[img, img], grid=GRID, panel_size=-1.0), ValueError, "panel_size"),
+        (dict(images=[img, img], grid=GRID, vmin=1.0, vmax=0.0), ValueError, "vmin"),
+        (dict(images=[fine, coarse], units="Jy/pixel"), ValueError, "pixel sizes"),
+    ]
+    for kw, exc, match in cases:
+        with pytest.raises(exc, match=match):
+            em.plot_images(**kw)
+        assert plt.get_fignums() == []
+    with pytest.raises(ValueError, match="`vmin`"):
+        em.plot_image(img, GRID, vmin=2.0, vmax=1.0)
+    msg = own_error(
+        'em.plot_image(np.ones((8, 10)), g, vmin="a")',
+        "TypeError",
+        "g = em.ImageGrid(8, 10, em.uas_to_rad(5.0))",
+    )
+    assert msg is not None and "`vmin` must be a finite number" in msg
+    em.plot_images([fine, coarse])  # per area: comparable
 
 
 def test_masked_images_are_refused_not_drawn_as_they_are():

@@ -57,8 +57,16 @@ def plot_amplitudes(
         label="data",
     )
     if vis is not None:
+        # Above the data (an errorbar's markers sit at zorder 2.1, a line at 2):
+        # where they overlap, the data hid the model (from a review).
         ax.plot(
-            uvd, np.abs(vis), "o", markersize=2.5, color="tab:red", label=model_label
+            uvd,
+            np.abs(vis),
+            "o",
+            markersize=2.5,
+            color="tab:red",
+            label=model_label,
+            zorder=3,
         )
         ax.legend(fontsize="small")
     ax.set_xlabel("|uv| (Gλ)")

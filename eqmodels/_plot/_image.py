@@ -204,6 +204,7 @@ def plot_image(
     shown = image_in_units(img, grid, units, freq)  # checked before any figure
     if beam is not None:
         _beam_shape(beam)
+    _check_limits(vmin, vmax)
     ax = new_axes(ax)
     artist = ax.imshow(
         shown,
@@ -221,6 +222,19 @@ def plot_image(
         cbar = ax.figure.colorbar(artist, ax=ax)
         cbar.set_label(_LABELS[units])
     return ax
+
+
+def _check_limits(vmin, vmax):
+    """Refuse colour limits that are not finite numbers, or not in order."""
+    for name, lim in (("vmin", vmin), ("vmax", vmax)):
+        if lim is not None and not (
+            isinstance(lim, int | float | np.number)
+            and not isinstance(lim, bool)
+            and math.isfinite(lim)
+        ):
+            raise TypeError(f"`{name}` must be a finite number or None, got {lim!r}.")
+    if vmin is not None and vmax is not None and vmin > vmax:
+        raise ValueError(f"`vmin` ({vmin!r}) is above `vmax` ({vmax!r}).")
 
 
 def plot_images(
@@ -242,8 +256,10 @@ def plot_images(
 
     **Arguments:**
 
-    - `images`: a sequence of `(ny, nx)` images (Jy/pixel) or image models, all on
-      grids of the same pixel size (arrays share `grid`).
+    - `images`: a sequence of `(ny, nx)` images (Jy/pixel) or image models (arrays
+      share `grid`). With `units="Jy/pixel"` all must have one pixel size (a
+      colour scale in Jy per pixel compares nothing across pixel sizes); the
+      other units are per area.
     - `grid`: the [`eqmodels.ImageGrid`][] of the image arrays.
     - `titles`: one title per image.
     - `ncols`: panels per row (default: all in one row).
@@ -271,6 +287,24 @@ def plot_images(
     if not images:
         raise ValueError("`images` is empty: give at least one image.")
     pairs = [_image_and_grid(im, grid, f"images[{i}]") for i, im in enumerate(images)]
+    # From a review: these reached matplotlib (or were read wrongly) unchecked.
+    psizes = sorted({g.psize for _, g in pairs})
+    if units == "Jy/pixel" and len(psizes) > 1:
+        raise ValueError(
+            f"`images` are on grids of {len(psizes)} pixel sizes, which one colour "
+            'scale in Jy/pixel cannot compare: use `units="Jy/uas2"` (or '
+            '`"Tb"`), per area.'
+        )
+    if isinstance(titles, str):
+        raise TypeError(
+            f"`titles` must be a list of strings, one per image, got the string "
+            f"{titles!r}."
+        )
+    if not (isinstance(panel_size, int | float) and 0 < panel_size < math.inf):
+        raise ValueError(
+            f"`panel_size` must be a positive number of inches, got {panel_size!r}."
+        )
+    _check_limits(vmin, vmax)
     if titles is not None:
         titles = list(titles)
         if len(titles) != len(images):

@@ -6,6 +6,16 @@ from .._data._visdata import VisData
 from ._mpl import new_axes
 
 
+# tab20's colours (`matplotlib.colormaps["tab20"]`, written out so that importing
+# the module needs no matplotlib), each with three marker shapes: 60 styles.
+_TAB20 = (
+    "#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728",
+    "#ff9896", "#9467bd", "#c5b0d5", "#8c564b", "#c49c94", "#e377c2", "#f7b6d2",
+    "#7f7f7f", "#c7c7c7", "#bcbd22", "#dbdb8d", "#17becf", "#9edae5",
+)  # fmt: skip
+_BASELINE_STYLES = tuple((c, m) for m in ("o", "s", "^") for c in _TAB20)
+
+
 COLOR_BY = (None, "baseline", "time")
 
 
@@ -48,12 +58,17 @@ def plot_uv_coverage(
     s = markersize**2
     if color_by == "baseline":
         a1, a2 = np.asarray(data.ant1), np.asarray(data.ant2)
-        for i, j in sorted(set(zip(a1.tolist(), a2.tolist()))):
+        for k, (i, j) in enumerate(sorted(set(zip(a1.tolist(), a2.tolist())))):
             sel = (a1 == i) & (a2 == j)
             label = f"{data.station_names[i]}-{data.station_names[j]}"
             uu = np.concatenate([u[sel], -u[sel]])
             vv = np.concatenate([v[sel], -v[sel]])
-            ax.scatter(uu, vv, s=s, label=label, linewidths=0)
+            # 20 colours, then the next marker shape: every baseline its own style
+            # (matplotlib's 10-colour cycle repeated from the 11th baseline on).
+            color, marker = _BASELINE_STYLES[k % len(_BASELINE_STYLES)]
+            ax.scatter(
+                uu, vv, s=s, label=label, linewidths=0, color=color, marker=marker
+            )
         if legend:
             ax.legend(fontsize="x-small", ncols=2, markerscale=1.5, loc="best")
     elif color_by == "time":
