@@ -23,7 +23,10 @@ class AbstractPulse(eqx.Module, strict=True):
     """Base class of pixel pulses.
 
     Subclass it and implement `__call__(u, v, psize)` returning the real Fourier
-    transform of one pixel, normalised to 1 at `u = v = 0`. It must work on numpy
+    transform of one pixel, normalised to 1 at `u = v = 0` (real, so the pixel is
+    symmetric about its centre and the pulse even: `P(−u, −v) = P(u, v)`; a
+    shared transform merges the points `±(u, v)` only for eqmodels' own pulses,
+    and keeps a user's pulse's points apart). It must work on numpy
     and on JAX arrays alike (the dense models build their matrix with numpy; the
     NUFFT evaluates the pulse under `jit`), so use `jnp`-compatible operations.
     """

@@ -1,9 +1,9 @@
 """Points beyond the image grid's Nyquist limit: a warning, the same for every
 forward model."""
 
-import warnings
-
 import numpy as np
+
+from .._validation import warn_user
 
 
 class AliasingWarning(UserWarning):
@@ -30,7 +30,7 @@ def warn_beyond_nyquist(grid, u: np.ndarray, v: np.ndarray, who: str) -> None:
     reach = np.maximum(np.abs(u), np.abs(v)) * grid.psize
     beyond = int(np.count_nonzero(reach >= 0.5))
     if beyond:
-        warnings.warn(
+        warn_user(
             f"{who}: {beyond} of {reach.size} (u, v) points lie beyond the grid's "
             f"Nyquist limit ({grid.max_uv:.4g} wavelengths; the farthest reaches "
             f"{2 * float(reach.max()):.3g}× it). The visibilities there are exact for "
@@ -38,5 +38,4 @@ def warn_beyond_nyquist(grid, u: np.ndarray, v: np.ndarray, who: str) -> None:
             "tell apart: use a smaller `psize` (more pixels over the same field of "
             "view) or drop the longest baselines. See `eqmodels.AliasingWarning`.",
             AliasingWarning,
-            stacklevel=4,
         )

@@ -12,6 +12,7 @@ import math
 import numbers
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Scalar
@@ -209,8 +210,12 @@ class GainSmoothness(AbstractGainPrior, strict=True):
 
     `penalty = Σ_{k,s} (Δ ln|g| / σ_amp)² + (2 sin(Δφ / 2) / σ_phase)²`,
 
-    `Δ` the difference between consecutive intervals (`2 sin(Δφ/2)` is `|Δ e^{iφ}|`,
-    so phase wraps cost nothing).
+    `Δ` the difference between a station's interval and its previous interval
+    **with data** (`present`; `2 sin(Δφ/2)` is `|Δ e^{iφ}|`, so phase wraps cost
+    nothing). An interval where the station has no data is skipped: its gain
+    reaches no visibility, and linking it would let another prior on it (e.g.
+    [`eqmodels.GainAmplitudePrior`][] pulling it to 1) drag the neighbouring
+    real gains.
     """
 
     gains: StationGains
@@ -244,9 +249,19 @@ class GainSmoothness(AbstractGainPrior, strict=True):
         self.phase_sigma = asarray(_tol("phase_sigma", phase_sigma))
 
     def gain_residuals(self, gains: StationGains) -> Float[Array, " m"]:
-        da = jnp.diff(gains.log_amp, axis=0) / self.amp_sigma.astype(
-            gains.log_amp.dtype
-        )
-        dp = 2 * jnp.sin(jnp.diff(gains.phase, axis=0) / 2)
+        # Per station, the previous interval with data (-1: none): a running
+        # maximum of the present intervals' indices, shifted by one. (From a
+        # review: differences through intervals without data biased real gains
+        # towards the amplitude prior's 1.)
+        la, ph = gains.log_amp, gains.phase
+        k = jnp.arange(la.shape[0])[:, None]
+        last = jax.lax.cummax(jnp.where(gains.present, k, -1), axis=0)
+        prev = jnp.concatenate([jnp.full_like(last[:1], -1), last[:-1]], axis=0)
+        linked = gains.present & (prev >= 0)
+        prev = jnp.maximum(prev, 0)
+        da = la - jnp.take_along_axis(la, prev, axis=0)
+        dp = ph - jnp.take_along_axis(ph, prev, axis=0)
+        da = jnp.where(linked, da, 0.0) / self.amp_sigma.astype(la.dtype)
+        dp = jnp.where(linked, 2 * jnp.sin(dp / 2), 0.0)
         dp = dp / self.phase_sigma.astype(dp.dtype)
         return jnp.concatenate([da.reshape(-1), dp.reshape(-1)])

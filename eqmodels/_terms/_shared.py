@@ -203,8 +203,15 @@ def _point_fields_follow_uv(forward: AbstractForwardModel) -> bool:
     `V(−u, −v) = conj V(u, v)` (a real image): true of eqmodels' own models, whose
     extra point fields are matrices built from `u`, `v`. A user's model may hold
     per-point data of its own (a per-point gain, say): its points are merged only
-    where every point leaf is equal, in the same orientation."""
-    return type(forward).__module__.startswith("eqmodels.")
+    where every point leaf is equal, in the same orientation. The identity also
+    needs an even pulse (`P(−u, −v) = P(u, v)`, true of every real pixel shape
+    symmetric about its centre, and of eqmodels' own pulses): a user's pulse is
+    trusted only when it is one of eqmodels' (from a review: an odd pulse made
+    a shared objective differ from its terms)."""
+    if not type(forward).__module__.startswith("eqmodels."):
+        return False
+    pulse = getattr(forward, "pulse", None)
+    return pulse is None or type(pulse).__module__.startswith("eqmodels.")
 
 
 def _point_bytes(forwards, u, v) -> np.ndarray:

@@ -87,6 +87,24 @@ def phase_reference(ph, station, sigma, present=None):
     return np.sum((ref / sigma) ** 2), 2 * (ref / sigma**2)[:, None] * dref
 
 
+def smoothness_present(la, ph, amp_sigma, phase_sigma, present):
+    """`smoothness` with `Δ` between each station's consecutive intervals *with
+    data* (`present`), loop by loop: `(value, d/d la, d/d φ)`."""
+    value = 0.0
+    g_la = np.zeros_like(la)
+    g_ph = np.zeros_like(ph)
+    for s in range(la.shape[1]):
+        ks = [k for k in range(la.shape[0]) if present[k, s]]
+        for a, b in zip(ks[:-1], ks[1:]):
+            da, dp = la[b, s] - la[a, s], ph[b, s] - ph[a, s]
+            value += (da / amp_sigma) ** 2 + (2 * np.sin(dp / 2) / phase_sigma) ** 2
+            g_la[b, s] += 2 * da / amp_sigma**2
+            g_la[a, s] -= 2 * da / amp_sigma**2
+            g_ph[b, s] += 2 * np.sin(dp) / phase_sigma**2
+            g_ph[a, s] -= 2 * np.sin(dp) / phase_sigma**2
+    return value, g_la, g_ph
+
+
 def smoothness(la, ph, amp_sigma, phase_sigma):
     """`Σ (Δla/σ_a)² + (2 sin(Δφ/2)/σ_φ)²` over consecutive intervals."""
     da = np.diff(la, axis=0)
