@@ -1,7 +1,6 @@
 """`survey`: many reconstructions in one compiled program, chunked, split over
 devices, checkpointed chunk by chunk."""
 
-import dataclasses
 import functools
 import hashlib
 import json
@@ -23,6 +22,7 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from .._numerics import asarray
 from .._sharding._mesh import split_explicitly
+from .._tree import structure_difference
 from ._common import is_real_float_array
 from ._jacobian import (
     auto_chunk,
@@ -134,66 +134,6 @@ class SurveyResult(eqx.Module, strict=True):
 _ROLES = ("objective", "model", "solver")
 
 
-def _structure_difference(a, b, names=None, path="") -> str | None:
-    """Where two pytrees of different structure first differ, as text
-    (`` `model.scale` (a static field): 1.0 vs 2.0 ``), or `None` where the walk
-    finds nothing (a container it does not know). Walks Equinox modules field by
-    field (static fields compared by value), sequences and dicts; array leaves
-    differ by shape only."""
-    if type(a) is not type(b):
-        leaf = (jax.Array, np.ndarray, np.generic, int, float, complex)
-        if isinstance(a, leaf) and isinstance(b, leaf):
-            return None  # leaves of one structure (a jax vs a numpy array, ...)
-        return f"`{path or '(root)'}`: {type(a).__name__} vs {type(b).__name__}"
-    if isinstance(a, eqx.Module):
-        for f in dataclasses.fields(a):
-            if not hasattr(a, f.name) or not hasattr(b, f.name):
-                continue
-            x, y = getattr(a, f.name), getattr(b, f.name)
-            sub = f"{path}.{f.name}" if path else f.name
-            if f.metadata.get("static", False):
-                try:
-                    same = bool(x is y or x == y)
-                except Exception:  # noqa: BLE001 - objects without a boolean `==`
-                    same = False
-                if not same:
-                    hint = getattr(type(a), "survey_hint", "")
-                    return f"`{sub}` (a static field): {_short(x)} vs {_short(y)}" + (
-                        f" ({hint})" if hint else ""
-                    )
-            else:
-                found = _structure_difference(x, y, None, sub)
-                if found is not None:
-                    return found
-        return None
-    if isinstance(a, list | tuple):
-        if len(a) != len(b):
-            return f"`{path or '(root)'}`: {len(a)} vs {len(b)} items"
-        for k, (x, y) in enumerate(zip(a, b)):
-            sub = names[k] if names is not None and k < len(names) else f"{path}[{k}]"
-            found = _structure_difference(x, y, None, sub)
-            if found is not None:
-                return found
-        return None
-    if isinstance(a, dict):
-        if a.keys() != b.keys():
-            return f"`{path or '(root)'}`: keys {sorted(a)} vs {sorted(b)}"
-        for k in a:
-            found = _structure_difference(a[k], b[k], None, f"{path}[{k!r}]")
-            if found is not None:
-                return found
-        return None
-    if eqx.is_array(a) and np.shape(a) != np.shape(b):
-        return f"`{path}`: shape {np.shape(a)} vs {np.shape(b)}"
-    return None
-
-
-def _short(x, limit: int = 120) -> str:
-    """`repr(x)`, cut to `limit` characters (a static table can be long)."""
-    text = repr(x)
-    return text if len(text) <= limit else text[: limit - 5] + " ...)"
-
-
 def _split(trees: Sequence[PyTree]):
     """`(shared, stacked)`: array leaves equal across all trees are shared, the
     others are stacked along a new leading axis (numpy, on the host)."""
@@ -201,7 +141,7 @@ def _split(trees: Sequence[PyTree]):
     treedef = flat[0][1]
     for i, (_, td) in enumerate(flat[1:], 1):
         if td != treedef:
-            where = _structure_difference(trees[0], trees[i], _ROLES)
+            where = structure_difference(trees[0], trees[i], _ROLES)
             where = "" if where is None else f" in {where}"
             raise ValueError(
                 f"configuration {i} differs in structure from configuration "

@@ -6,7 +6,6 @@ with a leading batch axis, and `jax.vmap` evaluates every data set in one compil
 program (several days or bands, a survey over data sets).
 """
 
-import dataclasses
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -15,6 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._tree import structure_difference
 from ._base import AbstractDataTerm, Objective
 from ._shared import SharedForward
 
@@ -137,14 +137,9 @@ def pad_and_stack(items: Sequence[_T]) -> _T:
         tuple((a.shape, a.dtype) for a in jax.tree_util.tree_leaves(d)) for d in arrays
     }
     if len(structs) != 1 or len(shapes) != 1:
-        where = next(
-            (d for d in (_difference(padded[0], x) for x in padded[1:]) if d), None
-        )
-        detail = (
-            ""
-            if where is None
-            else f" First difference: `{where[0]}`, " + (f"{where[1]} and {where[2]}.")
-        )
+        diffs = (structure_difference(padded[0], x, dtypes=True) for x in padded[1:])
+        where = next((d for d in diffs if d), None)
+        detail = "" if where is None else f" First difference: {where}."
         raise ValueError(
             "after padding the items still differ in structure (grids, pulses, forward "
             "model kinds, options or dtypes): only data sets imaged the same way can "
@@ -160,37 +155,6 @@ def pad_and_stack(items: Sequence[_T]) -> _T:
         )
     stacked = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *arrays)
     return eqx.combine(stacked, statics[0])
-
-
-def _difference(a, b, path="item"):
-    """`(path, a's, b's)` description of the first place where two modules differ
-    in type, array shape or dtype, or value of a non-array field; `None` if none
-    is found (from a review: mismatched items were all refused with one generic
-    message)."""
-    if type(a) is not type(b):
-        return path, type(a).__name__, type(b).__name__
-    if eqx.is_array(a):
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return path, f"{a.dtype}{list(a.shape)}", f"{b.dtype}{list(b.shape)}"
-        return None
-    if dataclasses.is_dataclass(a):
-        fields = [f.name for f in dataclasses.fields(a)]
-        pairs = [(f"{path}.{n}", getattr(a, n), getattr(b, n)) for n in fields]
-    elif isinstance(a, tuple | list):
-        if len(a) != len(b):
-            return path, f"{len(a)} entries", f"{len(b)} entries"
-        pairs = [(f"{path}[{i}]", x, y) for i, (x, y) in enumerate(zip(a, b))]
-    else:
-        try:
-            same = bool(a is b or a == b)
-        except Exception:  # noqa: BLE001 - objects without a boolean `==`
-            same = False
-        return None if same else (path, repr(a), repr(b))
-    for sub, x, y in pairs:
-        found = _difference(x, y, sub)
-        if found is not None:
-            return found
-    return None
 
 
 def _static_difference(statics):
