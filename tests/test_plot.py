@@ -194,6 +194,9 @@ def test_closure_phase_residuals_are_wrapped_and_normalised():
     for x in ("time", "uvdist"):
         ax = em.plot_closure_phase_residuals(cp, model, x=x)
         np.testing.assert_allclose(ax.lines[-1].get_ydata(), res)
+        # The title counts closure phases (it said "triangles") and gives the RMS.
+        rms = np.sqrt(np.mean(res**2))
+        assert f"({res.size} closure phases, RMS {rms:.3g})" in ax.get_title()
     ax = em.plot_closure_phase_residuals(cp, truth)  # an image model
     assert np.all(np.isfinite(ax.lines[-1].get_ydata()))
     with pytest.raises(ValueError, match="`x`"):
