@@ -5,6 +5,7 @@ the argument and the fix, *at construction*. Checks run only on concrete values:
 module rebuilt inside `jit`/`vmap` holds tracers, which are passed through unchecked.
 """
 
+import math
 import numbers
 import pathlib
 import sys
@@ -234,6 +235,20 @@ def host_real(x):
     ):
         return float(x)
     return None
+
+
+def positive_number(name: str, x, *, allow_zero: bool = False) -> float:
+    """`x` as a finite float `> 0` (`>= 0` with `allow_zero`): a `TypeError` for
+    anything but a number (see `host_real`), a `ValueError` naming `name` for a
+    value out of range."""
+    value = host_real(x)
+    if value is None:
+        raise TypeError(f"`{name}` must be a number, got {x!r}.")
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(
+            f"`{name}` must be finite and {'>=' if allow_zero else '>'} 0, got {x!r}."
+        )
+    return value
 
 
 def check_flag(name: str, value) -> bool:

@@ -12,7 +12,7 @@ from .._forward._direct import DirectFT
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
 from .._numerics import asarray
-from .._validation import check_flag, is_concrete
+from .._validation import check_flag, is_concrete, positive_number
 from ._earth import baseline_uvw, elevation, gmst
 from ._stations import StationTable
 from ._visdata import check_ra_dec, VisData
@@ -66,14 +66,6 @@ def thermal_sigma(
     )
 
 
-def _positive(name, x):
-    if isinstance(x, bool) or not isinstance(x, numbers.Real) or not math.isfinite(x):
-        raise ValueError(f"`{name}` must be a finite number, got {x!r}.")
-    if x <= 0:
-        raise ValueError(f"`{name}` must be > 0, got {x!r}.")
-    return float(x)
-
-
 def uv_tracks(
     array: StationTable,
     *,
@@ -102,7 +94,7 @@ def uv_tracks(
             f"`array` must be a StationTable (e.g. eqmodels.EHT2017), got "
             f"{type(array).__name__}."
         )
-    freq = _positive("freq", freq)
+    freq = positive_number("freq", freq)
     ra, dec = check_ra_dec(ra, dec)
     if isinstance(mjd, bool) or not isinstance(mjd, numbers.Integral):
         raise TypeError(f"`mjd` must be an integer day, got {mjd!r}.")
@@ -215,9 +207,9 @@ def observe(
     add_noise = check_flag("add_noise", add_noise)
     random_phases = check_flag("random_phases", random_phases)
     check_flag("elevation_limit", elevation_limit)
-    integration = _positive("integration", integration)
-    bandwidth = _positive("bandwidth", bandwidth)
-    efficiency = _positive("efficiency", efficiency)
+    integration = positive_number("integration", integration)
+    bandwidth = positive_number("bandwidth", bandwidth)
+    efficiency = positive_number("efficiency", efficiency)
     if isinstance(n_pol, bool) or n_pol not in (1, 2):
         raise ValueError(f"`n_pol` must be 1 or 2, got {n_pol!r}.")
     if isinstance(gain_sigma, bool) or not isinstance(gain_sigma, numbers.Real):

@@ -18,24 +18,12 @@ from jaxtyping import Array, ArrayLike, Float, Real
 from .._custom_types import RealScalar
 from .._grid import ImageGrid
 from .._numerics import asarray
-from .._validation import host_real
+from .._validation import positive_number
 from ._visdata import VisData
 
 
 #: A Gaussian's FWHM over its standard deviation, `2 sqrt(2 ln 2)`.
 FWHM_PER_SIGMA = 2.0 * math.sqrt(2.0 * math.log(2.0))
-
-
-def _positive(name, x, *, allow_zero=False):
-    value = host_real(x)
-    if value is None:
-        raise TypeError(f"`{name}` must be a number, got {x!r}.")
-    x = value
-    if not math.isfinite(x) or x < 0 or (x == 0 and not allow_zero):
-        raise ValueError(
-            f"`{name}` must be finite and {'>=' if allow_zero else '>'} 0, got {x!r}."
-        )
-    return x
 
 
 def _check_data(data):
@@ -66,7 +54,7 @@ def taper(data: VisData, fwhm: RealScalar) -> VisData:
     a FWHM far beyond the data's resolution.
     """
     _check_data(data)
-    k = taper_kernel(data, _positive("fwhm", fwhm, allow_zero=True))
+    k = taper_kernel(data, positive_number("fwhm", fwhm, allow_zero=True))
     sigma = np.asarray(data.sigma) * k
     if np.any(k == 0) or np.any(sigma < np.finfo(np.asarray(data.sigma).dtype).tiny):
         raise ValueError(
@@ -89,7 +77,7 @@ def reverse_taper(data: VisData, fwhm: RealScalar) -> VisData:
     beyond the data's resolution).
     """
     _check_data(data)
-    k = taper_kernel(data, _positive("fwhm", fwhm, allow_zero=True))
+    k = taper_kernel(data, positive_number("fwhm", fwhm, allow_zero=True))
     # The results must fit the data's dtype (float32 without x64).
     big = np.finfo(np.asarray(data.sigma).dtype).max
     vis, sigma = np.asarray(data.vis), np.asarray(data.sigma)
@@ -134,8 +122,8 @@ def rescale_zero_baseline(
     **Returns:** a new `VisData` (long baselines unchanged).
     """
     _check_data(data)
-    flux = _positive("flux", flux)
-    uv_max = _positive("uv_max", uv_max)
+    flux = positive_number("flux", flux)
+    uv_max = positive_number("uv_max", uv_max)
     short = _zbl_rows(data, uv_max)
     if not short.any():
         # Refused whatever gives `current` (from a review: with `baseline` or
@@ -170,7 +158,7 @@ def rescale_zero_baseline(
             current = float(np.median(amp[on]))
         else:
             current = float(np.median(amp[short]))
-    current = _positive("current", current)
+    current = positive_number("current", current)
     scale = np.where(short, flux / current, 1.0)
     return data.replace(
         vis=np.asarray(data.vis) * scale, sigma=np.asarray(data.sigma) * scale
@@ -220,7 +208,7 @@ def blur_image(
     """
     if not isinstance(grid, ImageGrid):
         raise TypeError(f"`grid` must be an ImageGrid, got {type(grid).__name__}.")
-    fwhm = _positive("fwhm", fwhm, allow_zero=True)
+    fwhm = positive_number("fwhm", fwhm, allow_zero=True)
     img = asarray(image)
     if not jnp.issubdtype(img.dtype, jnp.floating):  # integer or bool pixels
         img = img.astype(jnp.result_type(float))

@@ -12,6 +12,7 @@ from .._data._fitsimage import as_image_array
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
 from .._units import RAD_PER_UAS
+from .._validation import host_real
 from ._mpl import new_axes, pyplot
 
 
@@ -227,13 +228,10 @@ def plot_image(
 def _check_limits(vmin, vmax):
     """Refuse colour limits that are not finite numbers, or not in order."""
     for name, lim in (("vmin", vmin), ("vmax", vmax)):
-        if lim is not None and not (
-            isinstance(lim, int | float | np.number)
-            and not isinstance(lim, bool)
-            and math.isfinite(lim)
-        ):
+        value = None if lim is None else host_real(lim)
+        if lim is not None and (value is None or not math.isfinite(value)):
             raise TypeError(f"`{name}` must be a finite number or None, got {lim!r}.")
-    if vmin is not None and vmax is not None and vmin > vmax:
+    if vmin is not None and vmax is not None and host_real(vmin) > host_real(vmax):
         raise ValueError(f"`vmin` ({vmin!r}) is above `vmax` ({vmax!r}).")
 
 
