@@ -34,7 +34,6 @@ import eqmodels as em  # noqa: E402
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SHIPPED = ROOT / "eqmodels" / "data" / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
 OUTPUT = ROOT / "examples" / "output" / "m87_walkthrough.fits"
 
 ZBL = 0.6  # the compact flux (Jy)
@@ -112,7 +111,7 @@ def main(argv=None):
         ap.error(f"--iterations must be >= 1, got {args.iterations}.")
     if args.restarts is not None and args.restarts < 0:
         ap.error(f"--restarts must be >= 0, got {args.restarts}.")
-    paths = args.uvfits or [str(SHIPPED)]
+    paths = args.uvfits or [str(em.example_uvfits())]
     iterations = (
         args.iterations if args.iterations is not None else (30 if args.fast else 100)
     )

@@ -101,7 +101,7 @@ def main(n_steps=800, seed=0, verbose=True):
         grid, 1.0, em.uas_to_rad(45.0), em.uas_to_rad(10.0), asymmetry=0.5
     )
     truth = ring()
-    amp, cphase = synthetic_data(grid, truth)
+    amp, cphase = synthetic_data(grid, truth, seed=seed)
     # Closure phases and amplitudes do not fix the position: pin the centroid.
     centroid = em.Centroid(
         grid,
@@ -138,6 +138,11 @@ if __name__ == "__main__":
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=800, help="solver steps (800)")
-    ap.add_argument("--seed", type=int, default=0, help="noise seed (0)")
+    ap.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the stations, the noise and the network's initialisation (0)",
+    )
     args = ap.parse_args()
     main(n_steps=args.steps, seed=args.seed)

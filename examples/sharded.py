@@ -34,13 +34,11 @@ import numpy as np  # noqa: E402
 import eqmodels as em  # noqa: E402
 
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-SHIPPED = ROOT / "eqmodels" / "data" / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("uvfits", nargs="?", default=str(SHIPPED), help="a uvfits file")
+    ap.add_argument(
+        "uvfits", nargs="?", default=str(em.example_uvfits()), help="a uvfits file"
+    )
     ap.add_argument("--steps", type=int, default=100, help="L-BFGS steps (100)")
     ap.add_argument("--figures", help="save the figure (PNG) in this folder")
     args = ap.parse_args(argv)

@@ -27,13 +27,11 @@ import numpy as np  # noqa: E402
 import eqmodels as em  # noqa: E402
 
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-SHIPPED = ROOT / "eqmodels" / "data" / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("uvfits", nargs="?", default=str(SHIPPED), help="a uvfits file")
+    ap.add_argument(
+        "uvfits", nargs="?", default=str(em.example_uvfits()), help="a uvfits file"
+    )
     ap.add_argument("--fast", action="store_true", help="2 × 2 weights, 30 steps")
     ap.add_argument("--steps", type=int, help="L-BFGS steps per configuration (100)")
     ap.add_argument("--figures", help="save the figure (PNG) in this folder")

@@ -32,10 +32,6 @@ import optax  # noqa: E402
 import eqmodels as em  # noqa: E402
 
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-SHIPPED = ROOT / "eqmodels" / "data" / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
-
-
 # --8<-- [start:model]
 class MRing(em.AbstractImageModel, strict=True):
     """A ring with a Gaussian profile and `m` Fourier modes of log-brightness."""
@@ -73,7 +69,9 @@ class MRing(em.AbstractImageModel, strict=True):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("uvfits", nargs="?", default=str(SHIPPED), help="a uvfits file")
+    ap.add_argument(
+        "uvfits", nargs="?", default=str(em.example_uvfits()), help="a uvfits file"
+    )
     ap.add_argument("--steps", type=int, default=300, help="Adam steps (300)")
     ap.add_argument("--figures", help="save the figures (PNG) in this folder")
     args = ap.parse_args(argv)

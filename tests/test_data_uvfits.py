@@ -11,7 +11,7 @@ import pytest
 import eqmodels as eqm
 
 from .conftest import TEST_DATA
-from .helpers import assert_allclose
+from .helpers import assert_allclose, own_error
 
 
 fits = pytest.importorskip("astropy.io.fits")
@@ -279,12 +279,20 @@ def test_single_polarisation_rows_use_the_present_hand(tmp_path, local):
 
 # ------------------------------------------------------------------ synthetic files
 def _write_uvfits(
-    path, data, stokes0=-1.0, seed=0, baselines=None, source=None, uv_sign=1.0
+    path,
+    data,
+    stokes0=-1.0,
+    seed=0,
+    baselines=None,
+    source=None,
+    uv_sign=1.0,
+    antennas=None,
 ):
     """A minimal random-groups file: 3 stations, `data` of numpy shape
     (n, 1, 1, n_if, n_chan, n_stokes, 3), baselines cycling 1-2, 1-3, 2-3 (or
     `baselines`, `ant1 * 256 + ant2` per row); `source`: a SOURCE parameter;
-    `uv_sign` multiplies the stored u, v (per row)."""
+    `uv_sign` multiplies the stored u, v (per row); `antennas`: `(ant1, ant2)`
+    as ANTENNA1 / ANTENNA2 parameters."""
     rng = np.random.default_rng(seed)
     n = data.shape[0]
     freq = 230e9
@@ -296,6 +304,9 @@ def _write_uvfits(
     pars = [u * uv_sign, v * uv_sign, np.zeros(n), bl, np.full(n, 2457854.5), jd2]
     if source is not None:
         names, pars = names + ["SOURCE"], pars + [np.asarray(source, np.float64)]
+    if antennas is not None:
+        names += ["ANTENNA1", "ANTENNA2"]
+        pars += [np.asarray(a, np.float64) for a in antennas]
     g = fits.GroupData(
         data.astype(np.float32), bitpix=-32, parnames=names, pardata=pars
     )
@@ -357,6 +368,80 @@ def test_row_order_does_not_depend_on_how_a_baseline_is_stored(tmp_path):
     for field in ("ant1", "ant2", "u", "v", "vis", "sigma", "time"):
         assert_allclose(getattr(b, field), getattr(a, field), rtol=1e-6)
     assert np.asarray(a.ant1)[:3].tolist() == [0, 0, 1]
+
+
+def test_baselines_of_antennas_beyond_255(tmp_path):
+    """From a review: BASELINE above 65535 encodes `65536 + 2048 a1 + a2`
+    (antenna numbers beyond 255), and ANTENNA1 / ANTENNA2 parameters, where a
+    file has them, give the antennas directly (the rows were read as `bl // 256`,
+    stations that do not exist). Both load as the usual encoding does."""
+    data = _one_per_row(9)
+    _write_uvfits(tmp_path / "a.uvfits", data)
+    big = np.tile([65536.0 + 2048 + 2, 65536.0 + 2048 + 3, 65536.0 + 4096 + 3], 3)
+    _write_uvfits(tmp_path / "b.uvfits", data, baselines=big)
+    # ANTENNA1/2 win over a BASELINE that (as here) says something else.
+    ants = (np.tile([1.0, 1.0, 2.0], 3), np.tile([2.0, 3.0, 3.0], 3))
+    _write_uvfits(
+        tmp_path / "c.uvfits", data, baselines=np.full(9, 258.0), antennas=ants
+    )
+    a = eqm.load_uvfits(tmp_path / "a.uvfits")
+    for name in ("b", "c"):
+        b = eqm.load_uvfits(tmp_path / f"{name}.uvfits")
+        for field in ("ant1", "ant2", "u", "v", "vis", "sigma", "time"):
+            np.testing.assert_array_equal(getattr(b, field), getattr(a, field))
+
+
+def test_rows_of_another_subarray_are_refused(tmp_path):
+    """From a review: a BASELINE's fractional part is its subarray, whose
+    stations are in another AN table; such rows loaded with the first table's
+    stations."""
+    bl = np.tile([258.0, 259.0, 515.0], 3)
+    _write_uvfits(tmp_path / "a.uvfits", _one_per_row(9), baselines=bl)
+    assert eqm.load_uvfits(tmp_path / "a.uvfits").n_rows == 9
+    bl[4] += 0.01  # subarray 2
+    _write_uvfits(tmp_path / "b.uvfits", _one_per_row(9), baselines=bl)
+    with pytest.raises(ValueError, match="1 rows belong to a subarray other"):
+        eqm.load_uvfits(tmp_path / "b.uvfits")
+
+
+def test_an_unnamed_axis_longer_than_one_is_named_by_its_fits_number(tmp_path):
+    """From a review: the message named a numpy axis ("axis 3") and guessed
+    "pointing"; it now names the FITS axis and the fix for an IF axis."""
+    data = np.repeat(_one_per_row(6), 2, axis=3)  # two IFs
+    path = tmp_path / "a.uvfits"
+    _write_uvfits(path, data)
+    assert eqm.load_uvfits(path).n_rows == 6
+    with fits.open(path, mode="update") as h:
+        del h[0].header["CTYPE5"]
+    with pytest.raises(
+        ValueError, match=r"data axis 5 \(no CTYPE5\) has length 2.*'IF'"
+    ):
+        eqm.load_uvfits(path)
+
+
+def test_gzip_compressed_files_load(tmp_path, local):
+    """A `.uvfits.gz` (which astropy and eht-imaging read) loads as the file does;
+    one that does not decompress is refused, saying so."""
+    import gzip
+
+    p = tmp_path / "local.uvfits.gz"
+    p.write_bytes(gzip.compress(LOCAL.read_bytes()))
+    got = eqm.load_uvfits(p)
+    for field in ("ant1", "ant2", "u", "v", "vis", "sigma", "time"):
+        np.testing.assert_array_equal(getattr(got, field), getattr(local, field))
+    p.write_bytes(gzip.compress(LOCAL.read_bytes())[:50_000])
+    with pytest.raises(ValueError, match="gzip-compressed but does not decompress"):
+        eqm.load_uvfits(p)
+
+
+def test_path_and_check_are_checked():
+    """From a review: `check="False"` (a true string) ran the checks, and `None`
+    for the path raised a message naming no argument. Without the suite's type
+    checker, as users run it."""
+    msg = own_error("em.load_uvfits(em.example_uvfits(), check='False')", "TypeError")
+    assert msg is not None and "`check` must be True or False" in msg
+    msg = own_error("em.load_uvfits(None)", "TypeError")
+    assert msg is not None and "`path` must be a file path" in msg
 
 
 def test_multi_if_multi_channel_average(tmp_path):

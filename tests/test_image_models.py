@@ -78,6 +78,42 @@ def test_image_and_parameter_derivatives_match_numpy(name):
         assert_allclose(jac, ref, rtol=1e-12, err=param)
 
 
+@pytest.mark.parametrize("asymmetry", [1.05, 1.3, -1.2])
+def test_ring_beyond_full_asymmetry_clips_value_and_derivatives(asymmetry):
+    """From a review: an optimiser's step takes the asymmetry beyond ±1 (only
+    construction refuses it); the image clips `1 + A cos` at 0, and its derivatives
+    in every parameter are those of the clipped image (the asymmetry's was the
+    unclipped formula's: 30 % off at 1.05, the wrong sign at −1.2)."""
+    model = eqx.tree_at(lambda m: m.asymmetry, ring()[0], jnp.asarray(asymmetry))
+    ref_img, ref_jac = ri.ring(
+        *GRID.shape, P, *{**RING, "asymmetry": asymmetry}.values()
+    )
+    assert_allclose(jax.jit(lambda m: m())(model), ref_img, rtol=1e-12, atol=0)
+    assert (ref_img == 0).any()
+    for param, ref in ref_jac.items():
+
+        def render(value, param=param):
+            return eqx.tree_at(lambda m: getattr(m, param), model, value)()
+
+        value = getattr(model, param)
+        jac = jax.jit(jax.jacfwd(render))(value)
+        assert_allclose(jac, ref, rtol=1e-12, atol=1e-15, err=param)
+        assert_allclose(jax.jacrev(render)(value), jac, rtol=1e-12, atol=1e-15)
+    # and the derivative is the finite difference of the rendered image
+    h = 1e-6
+
+    def image(a):
+        return np.asarray(eqx.tree_at(lambda m: m.asymmetry, model, jnp.asarray(a))())
+
+    fd = (image(asymmetry + h) - image(asymmetry - h)) / (2 * h)
+    jac = np.asarray(
+        jax.jacfwd(lambda a: eqx.tree_at(lambda m: m.asymmetry, model, a)())(
+            jnp.asarray(asymmetry)
+        )
+    )
+    assert np.abs(jac - fd).max() <= 1e-6 * np.abs(fd).max()
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_fit_through_a_data_term(name):
     """Gradients of a chi² w.r.t. the model parameters: finite differences, and a
@@ -167,6 +203,16 @@ def test_pixel_image_from_prior():
             em.PixelImage.from_prior(prior, GRID, flux=flux)
     with pytest.raises(ValueError, match="shape"):
         em.PixelImage.from_prior(prior[:5], GRID)
+    # An `init` not positive on the mask is named as such (from a review: the
+    # message named `from_image`'s `image`, an argument `from_prior` lacks).
+    bad = init.copy()
+    bad[GRID.ny // 2, GRID.nx // 2] = 0.0
+    with pytest.raises(ValueError, match="needs an `init` strictly positive"):
+        em.PixelImage.from_prior(prior, GRID, clipfloor=clip, init=bad)
+    # Off the mask it may be anything.
+    bad = np.where(mask, init, -1.0)
+    m = em.PixelImage.from_prior(prior, GRID, clipfloor=clip, init=bad)
+    assert_allclose(m()[mask], init[mask], rtol=1e-14)
 
 
 def test_neural_field_example():

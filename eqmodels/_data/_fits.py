@@ -14,9 +14,11 @@ What it does not read (uvfits files do not use it): variable-length table column
 through astropy (`_fitsimage.py`).
 """
 
+import gzip
 import math
 import os
 import re
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -261,6 +263,13 @@ def read_fits(path: str | os.PathLike) -> list[HDU]:
     do not begin a new extension are ignored, as readers commonly do)."""
     with open(path, "rb") as f:
         raw = f.read()
+    if raw[:2] == b"\x1f\x8b":  # gzip-compressed (`.fits.gz`), as astropy reads
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as e:
+            raise FITSFormatError(
+                f"it is gzip-compressed but does not decompress ({e})"
+            ) from None
     if not raw.startswith(b"SIMPLE  ="):
         raise FITSFormatError("not a FITS file: it does not begin with a SIMPLE card")
     hdus, pos = [], 0

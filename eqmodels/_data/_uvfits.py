@@ -5,6 +5,7 @@ import os
 
 import numpy as np
 
+from .._validation import check_flag
 from ._fits import (
     BinTable,
     find,
@@ -60,6 +61,12 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
       refused: split it per source first. Duplicated rows (a baseline twice at one
       time, e.g. stored both ways) are all loaded, and refused by the averages and
       closures, which name them (`data.take(~data.duplicate_rows())`).
+    - antennas from the `ANTENNA1` / `ANTENNA2` random parameters where the file
+      has them, else from `BASELINE` (`256 a1 + a2`, or `65536 + 2048 a1 + a2`
+      for antenna numbers beyond 255); rows of a subarray other than the first
+      (a `BASELINE` with a fractional part: their stations are in another AN
+      table) are refused: split the file per subarray first.
+    - a gzip-compressed file (`.uvfits.gz`) is read as the file it holds.
 
     **Arguments:**
 
@@ -75,7 +82,14 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
     reference frequency outside 1 MHz–10 THz, or has no unflagged Stokes I data. Read with eqmodels' own FITS reader (numpy only):
     astropy is not needed.
     """
-    path = os.fspath(path)
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        raise TypeError(
+            f"`path` must be a file path (a str or os.PathLike), got "
+            f"{type(path).__name__}."
+        ) from None
+    check = check_flag("check", check)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such uvfits file: {path!r}")
     if os.path.isdir(path):
@@ -141,9 +155,14 @@ def _read(hdus, path, check=True) -> dict:
     rest = [i for i in range(raw.ndim) if i not in order]
     for i in rest:
         if raw.shape[i] != 1:
+            k = 1 + naxis - i  # the FITS axis number
+            ctype = str(header.get(f"CTYPE{k}", "")).strip()
+            named = f"(CTYPE{k} = {ctype!r})" if ctype else f"(no CTYPE{k})"
             raise UVFITSError(
-                f"{path!r}: axis {i} of the data has length {raw.shape[i]}; only "
-                "single-pointing files are supported."
+                f"{path!r}: data axis {k} {named} has length {raw.shape[i]}; "
+                "eqmodels reads the COMPLEX, STOKES, FREQ and IF axes, and every "
+                "other axis must have length 1 (one pointing). If this axis holds "
+                f"IFs, set CTYPE{k} = 'IF' in the header."
             )
     if ax.get("IF") is None:
         raw = np.expand_dims(raw, raw.ndim)
@@ -239,13 +258,27 @@ def _read(hdus, path, check=True) -> dict:
     v = par(["VV---SIN", "VV", "VV--", "VV---NCP"]) * freq
     jd = par(["DATE"])
     tint = par(["INTTIM"]) if "INTTIM" in parnames else np.zeros(n)
-    if "BASELINE" in parnames:
-        bl, bl_ok = _as_index(par(["BASELINE"]))
-        a1, a2 = bl // 256, bl % 256
-    elif "ANTENNA1" in parnames and "ANTENNA2" in parnames:
+    if "ANTENNA1" in parnames and "ANTENNA2" in parnames:
+        # Explicit antenna numbers (written beside BASELINE by some programs, e.g.
+        # for more than 255 antennas) need no decoding.
         a1, ok1 = _as_index(par(["ANTENNA1"]))
         a2, ok2 = _as_index(par(["ANTENNA2"]))
         bl_ok = ok1 & ok2
+    elif "BASELINE" in parnames:
+        raw_bl = par(["BASELINE"])
+        bl, bl_ok = _as_index(raw_bl)
+        # AIPS: 256 a1 + a2 + (subarray − 1)/100; above 65535, 65536 + 2048 a1 + a2
+        # (antenna numbers beyond 255).
+        big_bl = bl >= 65536
+        a1 = np.where(big_bl, (bl - 65536) // 2048, bl // 256)
+        a2 = np.where(big_bl, (bl - 65536) % 2048, bl % 256)
+        sub = valid & bl_ok & (np.abs(raw_bl - np.where(bl_ok, bl, 0)) > 1e-3)
+        if sub.any():
+            raise UVFITSError(
+                f"{path!r}: {int(sub.sum())} rows belong to a subarray other than "
+                "the first (their BASELINE has a fractional part), whose stations "
+                "are in another AN table: split the file per subarray first."
+            )
     else:
         raise UVFITSError(f"{path!r}: no BASELINE (or ANTENNA1/2) random parameter.")
 

@@ -38,8 +38,8 @@ def normalised(log_g, factor=None):
     centred far from every pixel, does not underflow to `0 / 0 = NaN`: the flux
     goes to the pixels nearest the profile's peak (its point-sampled limit). The
     shift is the maximum of `log g + log factor` (`factor` in [0, 2]: a ring's
-    azimuthal brightening), so a pixel whose factor is 0 cannot be the only one
-    left."""
+    azimuthal brightening; a negative factor counts as 0), so a pixel whose factor
+    is 0 cannot be the only one left."""
     if factor is None:
         shift = jax.lax.stop_gradient(jnp.max(log_g))
         g = jnp.exp(log_g - shift)
@@ -50,14 +50,16 @@ def normalised(log_g, factor=None):
     # exp(log g + log factor − shift) where factor > 0: a pixel whose factor is 0
     # may lie far above the shift (exp would overflow, times 0 = NaN).
     g = jnp.where(pos, jnp.exp(jnp.where(pos, log_total, shift) - shift), 0.0)
-    # Where the factor is 0 (a crescent's dark side at asymmetry ±1) the value is
-    # 0 but the derivative in the factor is `exp(log g − shift)`: carried by a
-    # term whose value is 0, its size capped at 1/eps (a pixel far above the
-    # shift) so that it stays finite.
+    # Where the factor is exactly 0 (a crescent's dark side at asymmetry ±1) the
+    # value is 0 but the derivative in the factor is `exp(log g − shift)` (the
+    # one-sided derivative into the valid range): carried by a term whose value is
+    # 0, its size capped at 1/eps (a pixel far above the shift) so that it stays
+    # finite. A negative factor (an optimiser's asymmetry beyond ±1) is clipped to
+    # 0, and so is its derivative: the derivative of the image rendered.
     cap = np.log(1.0 / np.finfo(log_g.dtype).eps)
     e = jax.lax.stop_gradient(jnp.exp(jnp.minimum(log_g - shift, cap)))
     carrier = (factor - jax.lax.stop_gradient(factor)) * e
-    g = g + jnp.where(pos, 0.0, carrier)
+    g = g + jnp.where(factor == 0, carrier, 0.0)
     return g / jnp.sum(g)
 
 

@@ -224,6 +224,13 @@ class PixelImage(AbstractImageModel, strict=True):
                 raise ValueError("`init` has no positive flux on the mask to rescale.")
             image = image * (float(flux) / total)
         if transform == "log":
+            if np.any(image[mask] <= 0):  # the prior is > 0 on its own mask
+                raise ValueError(
+                    "the log transform needs an `init` strictly positive on the mask "
+                    "(the prior above its clip floor); add a small floor (e.g. "
+                    "`np.maximum(init, 1e-10 * init.max())`) or use "
+                    "`transform='identity'`."
+                )
             image = np.where(mask, image, 1.0)  # unused off the mask
         return cls.from_image(image, grid, transform=transform, mask=mask, dtype=dtype)
 

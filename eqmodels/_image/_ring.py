@@ -68,7 +68,10 @@ class RingImage(AbstractImageModel, strict=True):
         - `diameter`: ring diameter `d` (radians; `eqmodels.uas_to_rad(40.0)`).
         - `width`: FWHM of the radial profile (radians, > 0).
         - `x0`, `y0`: centre (radians; +x east, +y north).
-        - `asymmetry`: `A` in `[−1, 1]` (0: uniform ring).
+        - `asymmetry`: `A` in `[−1, 1]` (0: uniform ring). Construction refuses
+          `|A| > 1`; an optimiser's step may still take it there, and the image
+          then clips `1 + A cos(θ − θ_A)` at 0 (its derivative too, so gradients
+          are those of the image rendered).
         - `asymmetry_angle`: position angle of the bright side, radians east of
           north.
         - `dtype`: float32 / float64 (default: JAX's default float, float64 under

@@ -57,6 +57,10 @@ def ring(ny, nx, psize, flux, diameter, width, x0, y0, asymmetry, asymmetry_angl
     p = dx * sa + dy * ca
     cos_d = p / r
     ang = 1.0 + asymmetry * cos_d
+    # |A| > 1: the factor is clipped at 0, and with it every derivative (at exactly
+    # 0, the derivatives into the valid range).
+    live = ang >= 0
+    ang = np.where(live, ang, 0.0)
     g = rad * ang
     d_rad_dr = -rad * t / sw**2
     # ∂r/∂x0 = −Δx/r; ∂(P/r)/∂x0 = (−sin θ_A + P Δx/r²)/r (likewise for y0).
@@ -68,4 +72,5 @@ def ring(ny, nx, psize, flux, diameter, width, x0, y0, asymmetry, asymmetry_angl
         "asymmetry": rad * cos_d,
         "asymmetry_angle": rad * asymmetry * (dx * ca - dy * sa) / r,
     }
+    dg = {k: np.where(live, v, 0.0) for k, v in dg.items()}
     return _normalised(flux, g, dg)
