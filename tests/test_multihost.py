@@ -15,7 +15,13 @@ import pytest
 
 import eqmodels as em
 from tests.helpers import assert_allclose
-from tests.multihost.problem import build, image, least_squares, pixel_model
+from tests.multihost.problem import (
+    build,
+    DATA,
+    image,
+    least_squares,
+    pixel_model,
+)
 
 
 WORKER = pathlib.Path(__file__).resolve().parent / "multihost" / "worker.py"
@@ -84,3 +90,12 @@ def test_two_processes_equal_one(tmp_path):
     )
     assert_allclose(result["gauss_newton"], gn.value, rtol=1e-9)
     assert "devices=jax.local_devices()" in result["survey_refused"]
+    for what in ("term", "data"):
+        assert "differs between the processes" in result["refused"].get(what, "")
+    data = em.load_uvfits(DATA).scan_average()
+    grid = em.ImageGrid.from_fov(32, 128.0)
+    short = em.AmpChi2.from_data(em.amplitudes(data.take(np.arange(20))), grid)
+    padded = result["pad_to_match"]
+    assert padded["rows"][1] > padded["rows"][0] >= 20
+    for got in padded["values"]:
+        assert_allclose(got, short(x), rtol=1e-14)

@@ -299,6 +299,18 @@ def test_errors():
         "import jax",
     )
     assert msg is not None and "ShardedChi2.from_data(AmpChi2" in msg, msg
+    # The hint is a call that works (`mesh` is keyword-only in `from_data`).
+    assert "grid, mesh=mesh)" in msg, msg
+    msg = own_error(
+        "em.ShardedChi2.from_data(np.ones(3), em.AmpChi2, grid)",
+        "TypeError",
+        "grid = em.ImageGrid.from_fov(8, 100.0)",
+    )
+    assert msg is not None and "from_data(term_cls, data, grid, mesh" in msg, msg
+    # A stack of terms: wrap each, then stack (the message named a row field).
+    stack = em.pad_and_stack([term, term.take_rows(np.arange(5), n_rows=5)])
+    with pytest.raises(ValueError, match="stack of terms.*wrap each term"):
+        em.ShardedChi2(stack, mesh_of(2))
     small = term.take_rows(np.arange(3), n_rows=3)
     with pytest.raises(ValueError, match="4 devices but the term has only 3 rows"):
         em.ShardedChi2(small, mesh_of(4))
@@ -308,6 +320,24 @@ def test_errors():
     member = (term + next(c for c in DATA_TERMS if c.name == "cphase").build()).terms[0]
     with pytest.raises(ValueError, match="no forward model of its own"):
         em.ShardedChi2(member, mesh_of(2))
+
+
+def test_an_objective_refuses_terms_split_over_different_devices():
+    """From a review: terms on meshes over different devices built an objective
+    that JAX then refused to evaluate, naming neither term. Meshes over the same
+    devices with other axis names still combine (and equal the plain objective)."""
+    amp = next(c for c in DATA_TERMS if c.name == "amp").build()
+    cph = next(c for c in DATA_TERMS if c.name == "cphase").build()
+    devs = jax.devices()
+    for a, b in ((devs[:3], devs[:4]), (devs[:4], devs[4:8])):
+        with pytest.raises(ValueError, match="split over different devices"):
+            em.ShardedChi2(amp, Mesh(np.array(a), ("rows",))) + em.ShardedChi2(
+                cph, Mesh(np.array(b), ("rows",))
+            )
+    same = em.ShardedChi2(amp, mesh_of(4)) + em.ShardedChi2(
+        cph, mesh_of(4, "data"), "data"
+    )
+    check_same(same, amp + cph, IMAGES[1])
 
 
 def test_wrapper_term_with_gains():

@@ -217,6 +217,7 @@ def take_rows(x, idx):
     if (
         isinstance(idx, np.ndarray)
         and is_concrete(x)
+        and getattr(x, "is_fully_addressable", True)  # not spread over processes
         and all(d.platform == "cpu" for d in getattr(x, "devices", lambda: [])())
     ):
         return asarray(np.asarray(x)[idx])

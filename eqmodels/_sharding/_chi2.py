@@ -23,6 +23,7 @@ from .._terms._base import (
 from .._terms._common import index_key_leaf
 from ._mesh import (
     check_mesh,
+    check_same_on_every_process,
     compiled,
     forward_prefixes,
     has_explicit_axes,
@@ -76,9 +77,14 @@ class ShardedChi2(AbstractDataTerm, strict=True):
           process.
         - `axis_name`: the mesh axis the rows are split over.
 
-        A mesh axis with more devices than the term has rows is refused: every
-        device must hold at least one real row (use a smaller mesh, or let an
-        objective share the transform).
+        A mesh axis with more devices than the term has rows is refused (use a
+        smaller mesh, or let an objective share the transform). The padding rows
+        go at the end, so with fewer than twice as many rows as devices the last
+        devices may still hold padding only (9 rows on 8 devices: 2 rows each,
+        the last three devices padding).
+
+        In a multi-process run every process passes the same, whole, term (each
+        keeps only its own devices' rows); construction checks that they do.
         """
         if isinstance(term, ShardedChi2):
             raise TypeError(
@@ -88,7 +94,8 @@ class ShardedChi2(AbstractDataTerm, strict=True):
             raise TypeError(
                 f"`term` is the class {term.__name__}, not a term: wrap a built term "
                 f"(`ShardedChi2({term.__name__}(...), mesh)`), or build it split "
-                f"with `ShardedChi2.from_data({term.__name__}, data, grid, mesh)`."
+                f"with `ShardedChi2.from_data({term.__name__}, data, grid, "
+                "mesh=mesh)`."
             )
         if not isinstance(term, AbstractDataTerm):
             raise TypeError(
@@ -106,16 +113,24 @@ class ShardedChi2(AbstractDataTerm, strict=True):
                 f"`term`'s forward model ({type(term.forward).__name__}) does not "
                 "declare `point_fields`, so its points cannot be split over devices."
             )
+        if np.ndim(term.n_rows) > 0:
+            raise ValueError(
+                "`term` is a stack of terms (`pad_and_stack`: its leaves have a "
+                "leading batch axis): wrap each term in ShardedChi2 first, then stack "
+                "the sharded terms (`em.pad_and_stack([ShardedChi2(a, mesh), "
+                "ShardedChi2(b, mesh)])`)."
+            )
         check_rows_declared(term)
         mesh, axis_name, size = check_mesh(mesh, axis_name)
         n = term.rows
         if n < size:
             raise ValueError(
                 f"the mesh axis {axis_name!r} has {size} devices but the term has only "
-                f"{n} rows: every device needs at least one real row. Use a smaller "
+                f"{n} rows: a device would hold padding rows only. Use a smaller "
                 "mesh (e.g. `jax.make_mesh((k,), ('rows',))` with k <= "
                 f"{n}), or shard a bigger term."
             )
+        check_same_on_every_process(term, mesh, "`term`")
         padded = term.pad_rows(padded_length(n, size))
         self.term = place(padded, _row_specs(padded, axis_name), mesh)
         self.mesh = mesh
@@ -146,7 +161,14 @@ class ShardedChi2(AbstractDataTerm, strict=True):
         - `mesh`, `axis_name`: as for the constructor.
         - `**kwargs`: passed on to `term_cls.from_data` (`forward="direct"`, ...).
         """
+        if not (isinstance(term_cls, type) and hasattr(term_cls, "from_data")):
+            raise TypeError(
+                "`term_cls` must be a data-term class with a `from_data` (e.g. "
+                f"`em.AmpChi2`), got {type(term_cls).__name__}: the arguments are "
+                "`from_data(term_cls, data, grid, mesh=...)`."
+            )
         mesh, axis_name, size = check_mesh(mesh, axis_name)
+        check_same_on_every_process(data, mesh, "`data`")
         n = int(np.shape(data.u)[0])
         if n == 0:
             raise ValueError(

@@ -1,5 +1,6 @@
 """Meshes and partition specs for the sharded modules."""
 
+import hashlib
 import math
 
 import equinox as eqx
@@ -49,6 +50,36 @@ def check_mesh(mesh, axis_name) -> tuple[Mesh, str, int]:
     return mesh, axis_name, int(mesh.shape[axis_name])
 
 
+def check_same_on_every_process(tree, mesh: Mesh, what: str) -> None:
+    """Refuse, on every process, a `tree` whose array leaves (shapes, dtypes and,
+    where a process holds them whole, values) differ between the processes of a
+    run whose `mesh` spans them all: each process places its own host copy as the
+    global array, so a process passing other rows or values would silently make a
+    term of pieces of both. A collective: every process calls it, in one order.
+    Nothing to check in a one-process run, or on a mesh that spans fewer processes
+    (terms built per process)."""
+    n_proc = jax.process_count()
+    if n_proc == 1 or len({d.process_index for d in mesh.devices.flat}) < n_proc:
+        return
+    digest = hashlib.sha256()
+    for leaf in jax.tree_util.tree_leaves(tree):
+        if not hasattr(leaf, "shape") or not is_concrete(leaf):
+            continue
+        digest.update(repr((tuple(leaf.shape), str(leaf.dtype))).encode())
+        if not isinstance(leaf, jax.Array) or leaf.is_fully_addressable:
+            digest.update(np.ascontiguousarray(np.asarray(leaf)).tobytes())
+    from jax.experimental import multihost_utils
+
+    mine = np.frombuffer(digest.digest(), np.uint8)
+    every = np.asarray(multihost_utils.process_allgather(mine))
+    if not (every == mine).all():
+        raise ValueError(
+            f"{what} differs between the processes of this multi-process run: every "
+            "process must pass the same, whole, inputs (each keeps only its own "
+            "devices' rows of them); do not split the data per process yourself."
+        )
+
+
 def padded_length(n: int, size: int) -> int:
     """The smallest multiple of `size` that is >= `n`."""
     return size * math.ceil(n / size)
@@ -65,6 +96,10 @@ def place(tree, specs, mesh: Mesh):
         sharding = NamedSharding(mesh, spec)
         if isinstance(x, jax.Array) and x.sharding == sharding:
             return x
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            # Spread over several processes (a padded sharded term): no process
+            # holds it whole to slice on the host.
+            return jax.device_put(x, sharding)
         host = np.asarray(x)
         return jax.make_array_from_callback(host.shape, sharding, lambda i: host[i])
 

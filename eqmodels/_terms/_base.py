@@ -22,6 +22,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh
 from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._custom_types import RealLike
@@ -536,6 +537,34 @@ def _check_one_dtype(names, terms, groups) -> None:
             )
 
 
+def _mesh_devices(tree) -> list[frozenset]:
+    """The device sets of the sharded modules (`ShardedChi2`, `ShardedForward`:
+    modules holding a `mesh`) in `tree`."""
+
+    def sharded(x):
+        return isinstance(x, eqx.Module) and isinstance(getattr(x, "mesh", None), Mesh)
+
+    found = jax.tree_util.tree_leaves(tree, is_leaf=sharded)
+    return [frozenset(d.id for d in x.mesh.devices.flat) for x in found if sharded(x)]
+
+
+def _check_one_device_set(names, terms, groups) -> None:
+    """Every sharded member of an objective is split over one set of devices:
+    JAX refuses to evaluate terms committed to different devices in one program,
+    with a message naming neither."""
+    seen = [(d, n) for n, t in zip(names, terms) for d in _mesh_devices(t)]
+    seen += [(d, names[g.members[0]]) for g in groups for d in _mesh_devices(g.forward)]
+    for devices, name in seen[1:]:
+        first, first_name = seen[0]
+        if devices != first:
+            raise ValueError(
+                f"`terms` are split over different devices: {first_name!r} over "
+                f"devices {sorted(first)} but {name!r} over {sorted(devices)}; build "
+                "every ShardedChi2 of an objective on one mesh (or meshes over the "
+                "same devices)."
+            )
+
+
 def _check_one_grid(names, terms, groups) -> None:
     """Every term of an objective is on one grid: data terms (their own forward
     model, or their shared transform's) and regularizers that hold a grid. Two
@@ -695,6 +724,7 @@ class Objective(AbstractTerm, strict=True):
         self.share = bool(share)
         _check_one_grid(_unique_names(flat_names), flat_terms, groups)
         _check_one_dtype(_unique_names(flat_names), flat_terms, groups)
+        _check_one_device_set(_unique_names(flat_names), flat_terms, groups)
         if self.share:
             flat_terms, groups = _share(flat_terms, groups)
         self.terms = tuple(flat_terms)

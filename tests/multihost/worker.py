@@ -67,10 +67,44 @@ def main():
             "global_rows": int(weight.shape[0]),
             "times": times,
         }
-    # Gauss-Newton with `chunk_size="auto"`, which measures the Jacobian's memory
-    # by compiling it: closing over arrays that span both processes was refused.
+    from multihost.problem import DATA, data_terms
+
     import eqmodels as em
 
+    # Inputs that differ between the processes are refused on every process (a
+    # process passing only "its" half of the rows silently built a term of pieces
+    # of both: 121.7 instead of 93.0).
+    amp = data_terms("direct", sharded=False)[0]
+    k = amp.rows // 2
+    half = amp.take_rows(np.arange(pid * k, (pid + 1) * k), n_rows=k)
+    refused = {}
+    try:
+        em.ShardedChi2(half)
+    except ValueError as e:
+        refused["term"] = str(e)
+    data = em.load_uvfits(DATA).scan_average()
+    grid = em.ImageGrid.from_fov(32, 128.0)
+    mine = em.amplitudes(data.take(np.arange(40 + 5 * pid)))
+    try:
+        em.ShardedChi2.from_data(em.AmpChi2, mine, grid)
+    except ValueError as e:
+        refused["data"] = str(e)
+    result["refused"] = refused
+    # Padding sharded terms to one length (`pad_to_match`, for a survey over data
+    # sets) on a mesh spanning both processes: it fetched the rows to the host,
+    # which no process holds whole.
+    short = em.amplitudes(data.take(np.arange(20)))
+    a = em.ShardedChi2.from_data(em.AmpChi2, em.amplitudes(data), grid)
+    b = em.ShardedChi2.from_data(em.AmpChi2, short, grid)
+    _, pb = em.pad_to_match([a, b])
+    value = eqx.filter_jit(lambda t, x: t(x))
+    result["pad_to_match"] = {
+        "rows": [int(b.term.weight.shape[0]), int(pb.term.weight.shape[0])],
+        "values": [float(value(b, x)), float(value(pb, x))],
+    }
+
+    # Gauss-Newton with `chunk_size="auto"`, which measures the Jacobian's memory
+    # by compiling it: closing over arrays that span both processes was refused.
     gn = em.solve(
         least_squares(forward.split(",")[0], sharded=True),
         pixel_model(),
