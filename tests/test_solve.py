@@ -652,7 +652,7 @@ def test_unit_triangular_solve_equals_numpy(m, lower):
 
 def test_lbfgs_solves_without_importing_scipy():
     """`solve` with L-BFGS (either line search) needs no LAPACK call, whose CPU
-    lowering imports `scipy.linalg` (0.35–0.5 s of a process's first solve)."""
+    lowering imports `scipy.linalg` (0.15–0.2 s of a process's first solve)."""
     out = run_without_x64(
         """
 import json, sys
