@@ -46,7 +46,8 @@ class DeltaPulse(AbstractPulse, strict=True):
 
     def __call__(self, u, v, psize):
         xp = _xp(u, v)
-        return xp.ones(np.broadcast_shapes(np.shape(u), np.shape(v)), xp.result_type(u))
+        dtype = xp.result_type(u, v, float)  # as the other pulses compute
+        return xp.ones(np.broadcast_shapes(np.shape(u), np.shape(v)), dtype)
 
 
 class BoxPulse(AbstractPulse, strict=True):
@@ -68,7 +69,12 @@ class TrianglePulse(AbstractPulse, strict=True):
 
 class GaussianPulse(AbstractPulse, strict=True):
     """A circular Gaussian pixel of full width at half maximum `fwhm` pixels:
-    `P = exp(-π² (fwhm·psize)² (u² + v²) / (4 ln 2))`."""
+    `P = exp(-π² (fwhm·psize)² (u² + v²) / (4 ln 2))`.
+
+    eht-imaging's `GaussPulse2D` is narrower: σ = psize/3, i.e.
+    `GaussianPulse(fwhm=math.sqrt(8 * math.log(2)) / 3)` (≈ 0.785 pixels), which
+    equals it to rounding; the default (`fwhm=1`) gives amplitudes about half
+    of it at `u = 0.5/psize`."""
 
     fwhm: float = eqx.field(static=True, default=1.0, converter=float)
 

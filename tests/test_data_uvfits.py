@@ -858,6 +858,26 @@ def test_load_fits_metadata_round_trips_through_save_fits(tmp_path):
         tmp_path, np.ones((1, 4, 4)), NAXIS3=1, CTYPE3="FREQ", CRVAL3=86.0e9
     )
     assert eqm.load_fits(cube, metadata=True)[2]["freq"] == 86.0e9
+    # FREQ = 0 is eht-imaging's "unknown" (it writes its `rf`, 0 when it read no
+    # frequency): left out, as a missing card is (it refused the file).
+    unknown = _edited_fits(tmp_path, np.ones((4, 4)), FREQ=0.0)
+    assert "freq" not in eqm.load_fits(unknown, metadata=True)[2]
+    with pytest.raises(ValueError, match="frequency -1.0 Hz is not > 0"):
+        eqm.load_fits(_edited_fits(tmp_path, np.ones((4, 4)), FREQ=-1.0), metadata=True)
+
+
+def test_save_fits_takes_zero_dimensional_arrays(tmp_path):
+    """From a review: `freq=data.freq` as a 0-d array was refused as "not a
+    positive frequency"; numbers held in 0-d numpy / JAX arrays are numbers."""
+    import jax.numpy as jnp
+
+    grid = eqm.ImageGrid(8, 8, eqm.uas_to_rad(4.0))
+    p = tmp_path / "a.fits"
+    eqm.save_fits(
+        _test_image(grid), grid, p, freq=jnp.asarray(227.07e9), mjd=np.float64(57854.5)
+    )
+    meta = eqm.load_fits(p, metadata=True)[2]
+    assert meta["freq"] == 227.07e9 and meta["mjd"] == 57854.5
 
 
 def test_load_fits_metadata_of_the_pipeline_image_agrees_with_ehtim(

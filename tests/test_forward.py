@@ -35,6 +35,26 @@ def test_matches_numpy_dft(name, shape, pulse):
     assert_allclose(got, expected, rtol=FORWARD_RTOL[name])
 
 
+def test_pulse_dtypes_and_eht_imaging_gaussian():
+    """From a review: `DeltaPulse`'s dtype followed `u` alone (ints gave ints,
+    float32 `u` with float64 `v` gave float32) where the others compute in
+    `result_type(u, v, float)`; and `GaussianPulse(fwhm=√(8 ln 2)/3)` is
+    eht-imaging's `GaussPulse2D` (σ = psize/3, as its docs state), not the
+    default."""
+    psize = em.uas_to_rad(2.0)
+    for pulse in PULSES.values():
+        got = pulse(np.arange(3), np.arange(3), psize)
+        assert np.asarray(got).dtype == np.float64, pulse
+        mixed = pulse(np.ones(3, np.float32), np.ones(3), psize)
+        assert np.asarray(mixed).dtype == np.float64, pulse
+    u = np.linspace(0.0, 1.0, 9) / psize
+    sigma = psize / 3
+    want = np.exp(-2 * np.pi**2 * sigma**2 * (u**2 + (0.5 * u) ** 2))
+    ehtim_like = em.GaussianPulse(fwhm=np.sqrt(8 * np.log(2)) / 3)
+    assert_allclose(ehtim_like(u, 0.5 * u, psize), want, rtol=1e-14)
+    assert not np.allclose(em.GaussianPulse()(u, 0.5 * u, psize), want)
+
+
 @pytest.mark.parametrize("name", FORWARDS)
 def test_leading_shape_of_points(name):
     grid = em.ImageGrid(12, 12, em.uas_to_rad(3.0))

@@ -1,15 +1,16 @@
 """FITS images: writing (and reading back) an image on an `ImageGrid`."""
 
 import math
-import numbers
 import os
 from typing import Any
 
 import numpy as np
 from jaxtyping import ArrayLike
 
+from .._custom_types import RealScalar
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
+from .._validation import positive_number
 from ._visdata import check_ra_dec
 
 
@@ -60,8 +61,8 @@ def save_fits(
     *,
     ra: float | int = 0.0,
     dec: float | int = 0.0,
-    freq: float | int | None = None,
-    mjd: int | float | None = None,
+    freq: RealScalar | None = None,
+    mjd: RealScalar | None = None,
     source: str = "unknown",
     overwrite: bool = False,
 ) -> None:
@@ -93,21 +94,13 @@ def save_fits(
         raise TypeError(f"`grid` must be an ImageGrid, got {type(grid).__name__}.")
     arr = as_image_array(image, grid)
     ra, dec = check_ra_dec(ra, dec)  # degrees, ra in [0, 360], |dec| <= 90
-    if freq is not None and (
-        isinstance(freq, bool)
-        or not isinstance(freq, numbers.Real)
-        or not (math.isfinite(freq) and freq > 0)
-    ):
-        raise ValueError(f"`freq` must be a positive frequency in Hz, got {freq!r}.")
-    if mjd is not None and (
-        isinstance(mjd, bool)
-        or not isinstance(mjd, numbers.Real)
-        or not (math.isfinite(mjd) and mjd >= 0)
-    ):
-        raise ValueError(
-            f"`mjd` must be a modified Julian date >= 0 (a `VisData.mjd`, plus the "
-            f"time of day / 24 if wanted), got {mjd!r}."
-        )
+    if freq is not None:
+        # A number or a 0-d array (a `VisData.freq`).
+        freq = positive_number("freq", freq)
+    if mjd is not None:
+        # A modified Julian date: a `VisData.mjd`, plus the time of day / 24 if
+        # wanted.
+        mjd = positive_number("mjd", mjd, allow_zero=True)
     if not isinstance(source, str):
         raise TypeError(f"`source` must be a string (the OBJECT name), got {source!r}.")
     path = os.fspath(path)
@@ -136,9 +129,7 @@ def save_fits(
     # two did not compare equal, nor share transforms): the exact value as text.
     h["EQPSIZE"] = (float(grid.psize).hex(), "PSIZE exactly (float.hex, eqmodels)")
     if freq is not None:
-        if not (math.isfinite(freq) and freq > 0):
-            raise ValueError(f"`freq` must be > 0 (Hz), got {freq!r}.")
-        h["FREQ"] = float(freq)
+        h["FREQ"] = freq
     if mjd is not None:
         h["MJD-OBS"] = float(mjd)
         h["MJD"] = (float(mjd), "date (eht-imaging reads this key)")
@@ -160,7 +151,9 @@ def load_fits(
     exactly — DIFMAP, CASA and AIPS write `n/2 + 1` for even `n`, so their `256²`
     image loads as `257²`, the extra row and column 0. Any other reference pixel,
     rotated axes or non-square pixels raise a `ValueError` rather than load an
-    image that is silently shifted or rescaled.
+    image that is silently shifted or rescaled. A header without `CRPIX1/2` is
+    taken as centred (eht-imaging's reading; the FITS default, pixel 0, would put
+    the phase centre off the image).
 
     Units (`BUNIT`): `JY/PIXEL` (or none, as eht-imaging writes it) is read as is;
     `JY/BEAM` (DIFMAP, CASA, AIPS) is converted to Jy/pixel with the header's
@@ -311,8 +304,10 @@ def _metadata(header, path: str) -> dict[str, Any]:
             )
         meta["dec"] = dec
     freq = number("FREQ", *([f"CRVAL{k_freq}"] if k_freq else []))
-    if freq is not None:
-        if freq <= 0:
+    # FREQ = 0 is eht-imaging's "unknown" (it writes its `rf`, 0 when it read
+    # no frequency): left out, as a missing card is.
+    if freq is not None and freq != 0:
+        if freq < 0:
             raise ValueError(
                 f"{path!r}: the header's frequency {freq!r} Hz is not > 0."
             )
