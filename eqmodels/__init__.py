@@ -66,6 +66,7 @@ from ._data._products import (
 )
 from ._data._stations import EHT2017 as EHT2017, StationTable as StationTable
 from ._data._uvfits import load_uvfits as load_uvfits
+from ._data._uvfits_write import save_uvfits as save_uvfits
 from ._data._visdata import concatenate as concatenate, VisData as VisData
 
 # --- end data ---
@@ -255,6 +256,7 @@ __all__ = [
     "reverse_taper",
     "RingImage",
     "save_fits",
+    "save_uvfits",
     "self_calibrate",
     "SeparableFT",
     "ShardedChi2",

@@ -284,3 +284,30 @@ def test_station_order_matches_reorder_tarr_snr_other_days(shared_data, day):
         / f"SR1_M87_2017_{day}_lo_hops_netcal_StokesI.uvfits"
     )
     assert _our_station_order(path) == _ehtim_station_order(path)
+
+
+def test_eht_imaging_reads_what_save_uvfits_writes(ours, theirs, tmp_path):
+    """`save_uvfits` writes a file eht-imaging reads as the same observation: its
+    reading of our file equals our data (rows, stations, date, frequency,
+    bandwidth, source, position; values to its float32 rounding) and its reading
+    of the original file."""
+    raw = ours[0]
+    path = tmp_path / "ours.uvfits"
+    eqm.save_uvfits(raw, path)
+    with quiet():
+        obs = eh.obsdata.load_uvfits(str(path))
+    _compare_vis(raw, obs)
+    _compare_vis(raw, theirs[0])
+    ref = theirs[0]
+    assert (obs.mjd, obs.rf, obs.bw, obs.source) == (
+        ref.mjd,
+        ref.rf,
+        ref.bw,
+        ref.source,
+    )
+    assert_allclose([obs.ra, obs.dec], [ref.ra, ref.dec], rtol=1e-15)
+    assert list(obs.tarr["site"]) == list(ref.tarr["site"])
+    for k in ("x", "y", "z"):
+        np.testing.assert_array_equal(obs.tarr[k], ref.tarr[k])
+    for k in ("time", "tint", "u", "v"):
+        np.testing.assert_array_equal(obs.data[k], ref.data[k])

@@ -444,6 +444,69 @@ def test_path_and_check_are_checked():
     assert msg is not None and "`path` must be a file path" in msg
 
 
+def test_save_uvfits_round_trips(tmp_path, local):
+    """`save_uvfits` → `load_uvfits` gives the data back: the shipped file's, and
+    `observe`'s synthetic data (arbitrary times) after a time average, to float64
+    rounding (the date to a float64 Julian date's resolution, ~1e-8 h)."""
+    grid = eqm.ImageGrid.from_fov(16, 128.0)
+    obs = eqm.observe(
+        eqm.GaussianImage(grid, 0.6, eqm.uas_to_rad(40.0)),
+        grid,
+        eqm.EHT2017,
+        ra=187.7059,
+        dec=12.3911,
+        times=np.arange(1.37, 5.0, 123.0 / 3600),
+        integration=7.0,
+        seed=1,
+    )
+    for name, data in (("local", local), ("observe", obs)):
+        path = tmp_path / f"{name}.uvfits"
+        eqm.save_uvfits(data, path)
+        back = eqm.load_uvfits(path)
+        for field in ("ant1", "ant2", "band", "tint", "station_xyz"):
+            np.testing.assert_array_equal(
+                getattr(back, field), getattr(data, field), err_msg=field
+            )
+        for field in ("u", "v", "vis", "sigma"):  # u / f · f: one rounding
+            np.testing.assert_allclose(
+                getattr(back, field), getattr(data, field), rtol=3e-16, err_msg=field
+            )
+        assert_allclose(back.time, data.time, rtol=0, atol=2e-8)
+        for field in (
+            "station_names",
+            "band_freqs",
+            "bandwidth",
+            "source",
+            "ra",
+            "dec",
+            "mjd",
+        ):
+            assert getattr(back, field) == getattr(data, field), field
+
+
+def test_save_uvfits_refuses(tmp_path, local):
+    """Several bands (their u, v are in wavelengths at each band's frequency), an
+    existing file without `overwrite`, and arguments of the wrong kind."""
+    path = tmp_path / "a.uvfits"
+    eqm.save_uvfits(local, path)
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        eqm.save_uvfits(local, path)
+    eqm.save_uvfits(local, path, overwrite=True)
+    # Two bands: the same file with its frequency moved (as a high band).
+    with fits.open(LOCAL) as h:
+        h["AIPS AN"].header["FREQ"] = 229.07e9
+        h.writeto(tmp_path / "hi.uvfits")
+    two = eqm.concatenate([local, eqm.load_uvfits(tmp_path / "hi.uvfits")])
+    with pytest.raises(ValueError, match="hold 2 bands.*save each band"):
+        eqm.save_uvfits(two, tmp_path / "b.uvfits")
+    msg = own_error("em.save_uvfits(np.ones(3), 'x.uvfits')", "TypeError")
+    assert msg is not None and "`data` must be a VisData" in msg
+    msg = own_error(
+        "em.save_uvfits(em.load_uvfits(em.example_uvfits()), None)", "TypeError"
+    )
+    assert msg is not None and "`path` must be a file path" in msg
+
+
 def test_multi_if_multi_channel_average(tmp_path):
     """Per hand: Σ w V / Σ w over IFs and channels with w > 0, σ = 1/sqrt(Σ w);
     then I = (RR + LL)/2, σ_I = ½ sqrt(σ_RR² + σ_LL²)."""

@@ -1,0 +1,163 @@
+"""`save_uvfits`: a `VisData` as a random-groups uvfits file."""
+
+import os
+
+import numpy as np
+
+from .._validation import check_flag
+from ._fitsimage import import_astropy_fits
+from ._visdata import VisData
+
+
+#: Julian date of MJD 0.
+_MJD0 = 2400000.5
+
+
+def save_uvfits(data: VisData, path: str | os.PathLike, *, overwrite: bool = False):
+    """Write `data` as a uvfits file (random groups, Stokes I) that
+    [`eqmodels.load_uvfits`][] reads back as `data` and eht-imaging's
+    `load_uvfits` reads as the same observation: after averaging, flagging,
+    self-calibration ([`eqmodels.apply_gains`][]) or [`eqmodels.observe`][], to
+    share the result or image it with another package.
+
+    What is written, in float64 (`BITPIX = -64`), so that values come back to
+    float64 rounding (`u`, `v` pass through light-seconds, `σ` through the weight
+    `1/σ²`: one rounding each; stations, times of EHT files and integration times
+    exactly):
+
+    - one group per row: `UU`, `VV` (`u`, `v` over the frequency: light-seconds),
+      `WW` = 0, `BASELINE` (`256 a1 + a2`, stations numbered from 1 in
+      `station_names` order), the date as two `DATE` parameters (the day's Julian
+      date and the time of day: the time comes back to about 1e-8 h, the
+      resolution of a float64 Julian date), `INTTIM` (`tint`);
+    - the data axes `COMPLEX` (real, imaginary, weight `1/σ²`), `STOKES` (one
+      entry, I), `FREQ` (`freq`, with the bandwidth as its step), `IF`, `RA`,
+      `DEC` (`ra`, `dec`);
+    - an `AIPS AN` table: `ANNAME`, `STABXYZ` (the ECEF positions, array centre
+      0), `NOSTA`, with the frequency; `OBJECT`, `OBSRA`, `OBSDEC` in the header.
+
+    Data of several bands (`band_freqs` with more than one entry: their `u, v`
+    are in wavelengths at each band's frequency) are refused: save each band
+    (`data.take(np.flatnonzero(np.asarray(data.band) == k))`). `n_flagged` is not
+    written (it counts rows that are not in the file).
+
+    **Arguments:**
+
+    - `data`: a [`eqmodels.VisData`][].
+    - `path`: the file to write.
+    - `overwrite`: replace an existing file.
+
+    Needs astropy (`pip install 'eqmodels[io]'`).
+    """
+    fits = import_astropy_fits()
+    if not isinstance(data, VisData):
+        raise TypeError(f"`data` must be a VisData, got {type(data).__name__}.")
+    overwrite = check_flag("overwrite", overwrite)
+    if len(data.band_freqs) != 1:
+        raise ValueError(
+            f"`data` hold {len(data.band_freqs)} bands ({data.band_freqs} Hz), whose "
+            "u, v are in wavelengths at each band's own frequency: save each band "
+            "on its own (`data.take(np.flatnonzero(np.asarray(data.band) == k))`)."
+        )
+    try:
+        path = os.fspath(path)
+    except TypeError:
+        raise TypeError(
+            f"`path` must be a file path (a str or os.PathLike), got "
+            f"{type(path).__name__}."
+        ) from None
+    if os.path.exists(path) and not overwrite:
+        raise FileExistsError(f"{path!r} exists; pass `overwrite=True` to replace it.")
+    freq = float(data.band_freqs[0])
+    n = int(np.shape(data.u)[0])
+    f64 = np.float64
+    vis = np.asarray(data.vis).astype(np.complex128)
+    sigma = np.asarray(data.sigma, f64)
+    # (n, DEC, RA, IF, FREQ, STOKES, COMPLEX): numpy order of FITS axes 7..2.
+    cube = np.zeros((n, 1, 1, 1, 1, 1, 3), f64)
+    cube[..., 0] = vis.real.reshape(n, 1, 1, 1, 1, 1)
+    cube[..., 1] = vis.imag.reshape(n, 1, 1, 1, 1, 1)
+    cube[..., 2] = (1.0 / sigma**2).reshape(n, 1, 1, 1, 1, 1)
+    ant1 = np.asarray(data.ant1, np.int64) + 1
+    ant2 = np.asarray(data.ant2, np.int64) + 1
+    names = ["UU---SIN", "VV---SIN", "WW---SIN", "BASELINE", "DATE", "DATE", "INTTIM"]
+    pars = [
+        np.asarray(data.u, f64) / freq,
+        np.asarray(data.v, f64) / freq,
+        np.zeros(n),
+        (256 * ant1 + ant2).astype(f64),
+        np.full(n, _MJD0 + data.mjd),
+        np.asarray(data.time, f64) / 24.0,
+        np.asarray(data.tint, f64),
+    ]
+    groups = fits.GroupData(cube, bitpix=-64, parnames=names, pardata=pars)
+    hdu = fits.GroupsHDU(groups)
+    h = hdu.header
+    axes = [
+        ("COMPLEX", 1.0, 1.0),
+        ("STOKES", 1.0, 1.0),
+        ("FREQ", freq, float(data.bandwidth) or 1.0),
+        ("IF", 1.0, 1.0),
+        ("RA", float(data.ra), 1.0),
+        ("DEC", float(data.dec), 1.0),
+    ]
+    for k, (ctype, crval, cdelt) in enumerate(axes, start=2):
+        h[f"CTYPE{k}"] = ctype
+        h[f"CRVAL{k}"] = crval
+        h[f"CDELT{k}"] = cdelt
+        h[f"CRPIX{k}"] = 1.0
+        h[f"CROTA{k}"] = 0.0
+    h["OBJECT"] = data.source
+    h["OBSRA"] = float(data.ra)
+    h["OBSDEC"] = float(data.dec)
+    h["TELESCOP"] = "VLBA"  # AIPS's convention for a VLBI array
+    h["INSTRUME"] = "VLBA"
+    h["BUNIT"] = "JY"
+    h["EQUINOX"] = 2000.0
+    h["DATE-OBS"] = _date_obs(data.mjd)
+    h["ORIGIN"] = "eqmodels"
+    xyz = np.asarray(data.station_xyz, f64).reshape(-1, 3)
+    n_st = len(data.station_names)
+    an = fits.BinTableHDU.from_columns(
+        [
+            fits.Column("ANNAME", "8A", array=list(data.station_names)),
+            fits.Column("STABXYZ", "3D", unit="METERS", array=xyz),
+            fits.Column("NOSTA", "1J", array=np.arange(1, n_st + 1)),
+            fits.Column("MNTSTA", "1J", array=np.zeros(n_st, np.int32)),
+            fits.Column("STAXOF", "1E", unit="METERS", array=np.zeros(n_st)),
+            fits.Column("POLTYA", "1A", array=["R"] * n_st),
+            fits.Column("POLAA", "1E", unit="DEGREES", array=np.zeros(n_st)),
+            fits.Column("POLCALA", "2E", array=np.zeros((n_st, 2))),
+            fits.Column("POLTYB", "1A", array=["L"] * n_st),
+            fits.Column("POLAB", "1E", unit="DEGREES", array=np.zeros(n_st)),
+            fits.Column("POLCALB", "2E", array=np.zeros((n_st, 2))),
+        ],
+        name="AIPS AN",
+    )
+    ah = an.header
+    for key in ("ARRAYX", "ARRAYY", "ARRAYZ"):
+        ah[key] = 0.0
+    ah["FREQ"] = freq
+    ah["RDATE"] = _date_obs(data.mjd)
+    ah["GSTIA0"] = 0.0
+    ah["DEGPDY"] = 360.9856449733
+    ah["POLARX"] = 0.0
+    ah["POLARY"] = 0.0
+    ah["UT1UTC"] = 0.0
+    ah["DATUTC"] = 0.0
+    ah["TIMSYS"] = "UTC"
+    ah["ARRNAM"] = "EHT"
+    ah["NUMORB"] = 0
+    ah["NOPCAL"] = 2
+    ah["POLTYPE"] = "APPROX"
+    ah["FREQID"] = 1
+    ah["EXTVER"] = 1
+    fits.HDUList([hdu, an]).writeto(path, overwrite=overwrite)
+
+
+def _date_obs(mjd: int) -> str:
+    """`YYYY-MM-DD` of the modified Julian date `mjd`."""
+    import datetime
+
+    day = datetime.date(1858, 11, 17) + datetime.timedelta(days=int(mjd))
+    return day.isoformat()
