@@ -249,19 +249,7 @@ def _image(args, t0) -> int:
             **({} if args.zbl is None else {"zbl": args.zbl}),
         )
     data, grid = report["data"], report["grid"]
-    em.save_fits(
-        image,
-        grid,
-        args.output,
-        ra=data.ra,
-        dec=data.dec,
-        freq=data.band_freqs[0],
-        # The day and the first timestamp's time of day, as eht-imaging dates
-        # its images (the pipeline's 2017-04-11 image: MJD 57854.02228).
-        mjd=data.mjd + float(data.time.min()) / 24.0,
-        source=data.source,
-        overwrite=True,
-    )
+    em.save_fits(image, grid, args.output, overwrite=True, **report["fits_metadata"])
     log(f"wrote {args.output}")
     if args.png:
         try:

@@ -122,6 +122,9 @@ def test_beam_ellipse_in_the_lower_left_corner():
         em.plot_image(np.ones(GRID.shape), GRID, beam=(-1.0, 2.0, 0.0))
     ax = em.plot_image(np.ones(GRID.shape), GRID, beam=8)  # a circle, FWHM in µas
     assert (ax.patches[0].width, ax.patches[0].height) == (8.0, 8.0)
+    # From a review: the one angle in µas; a FWHM in radians drew nothing visible.
+    with pytest.raises(ValueError, match="`beam` is in µas.*rad_to_uas"):
+        em.plot_image(np.ones(GRID.shape), GRID, beam=em.uas_to_rad(20.0))
 
 
 def test_uv_coverage_has_both_conjugate_points():

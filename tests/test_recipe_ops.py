@@ -110,7 +110,9 @@ def test_blur_image_matches_scipy_and_is_differentiable():
     rng = np.random.default_rng(0)
     grid = em.ImageGrid(12, 14, em.uas_to_rad(2.0))
     img = rng.uniform(0, 1, grid.shape)
-    for fwhm_uas in (0.0, 3.0, 5.0, 40.0):  # 40 µas: the kernel is wider than the image
+    # 40 µas: the kernel is wider than the image; 400 µas: than twice the image
+    # (its taps are folded over the reflections' period)
+    for fwhm_uas in (0.0, 3.0, 5.0, 40.0, 400.0):
         fwhm = em.uas_to_rad(fwhm_uas)
         sigma = fwhm / (2 * np.sqrt(2 * np.log(2))) / grid.psize
         want = ndimage.gaussian_filter(img, sigma) if fwhm_uas else img
@@ -130,6 +132,12 @@ def test_blur_image_matches_scipy_and_is_differentiable():
         em.blur_image(img[:4], grid, fwhm)
     with pytest.raises(ValueError, match="fwhm"):
         em.blur_image(img, grid, float("nan"))
+    # From a review: µas given as radians (20.0) tried to allocate 51 TiB of
+    # taps; a FWHM wider than the image (a 1e-6 rad blur took seconds) is flat.
+    with pytest.raises(ValueError, match="`fwhm` = 20 rad.*uas_to_rad"):
+        em.blur_image(img, grid, 20.0)
+    with pytest.raises(ValueError, match="1.1e\\+03 times the image's width"):
+        em.blur_image(img, grid, 1100 * max(grid.fov))
 
 
 # ------------------------------------------------------------ eht-imaging oracle

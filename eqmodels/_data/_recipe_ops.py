@@ -18,7 +18,7 @@ from jaxtyping import Array, ArrayLike, Float, Real
 from .._custom_types import RealScalar
 from .._grid import ImageGrid
 from .._numerics import asarray
-from .._validation import positive_number
+from .._validation import check_radians, positive_number
 from ._visdata import VisData
 
 
@@ -165,6 +165,11 @@ def rescale_zero_baseline(
     )
 
 
+#: `blur_image` refuses a FWHM this many times the image's width (a flat image,
+#: from millions of filter taps).
+_MAX_BLUR_FIELDS = 1000.0
+
+
 def blur_matrix(n: int, sigma_pix: float, truncate: float = 4.0) -> np.ndarray:
     """The `(n, n)` matrix of a 1-d Gaussian filter of standard deviation
     `sigma_pix` pixels: taps `exp(-x²/(2σ²))` for `|x| <= int(truncate σ + 0.5)`,
@@ -175,6 +180,11 @@ def blur_matrix(n: int, sigma_pix: float, truncate: float = 4.0) -> np.ndarray:
     x = np.arange(-radius, radius + 1)
     w = np.exp(-0.5 * x**2 / sigma_pix**2) if sigma_pix > 0 else (x == 0) * 1.0
     w = w / w.sum()
+    if radius >= n:
+        # The reflections repeat every 2n pixels: taps 2n apart read the same
+        # pixel, so fold them first (memory 2n per row, not the kernel's length).
+        w = np.bincount(np.mod(x, 2 * n), weights=w, minlength=2 * n)
+        x = np.arange(2 * n)
     out = np.zeros((n, n))
     rows = np.arange(n)[:, None]
     m = np.mod(rows + x[None, :], 2 * n)
@@ -209,6 +219,15 @@ def blur_image(
     if not isinstance(grid, ImageGrid):
         raise TypeError(f"`grid` must be an ImageGrid, got {type(grid).__name__}.")
     fwhm = positive_number("fwhm", fwhm, allow_zero=True)
+    check_radians("fwhm", fwhm)  # µas given as radians
+    n_fields = fwhm / (max(grid.ny, grid.nx) * grid.psize)
+    if n_fields > _MAX_BLUR_FIELDS:
+        # Its taps (4σ each side) would take gigabytes, to give a flat image.
+        raise ValueError(
+            f"`fwhm` = {fwhm:g} rad is {n_fields:.3g} times the image's width: the "
+            "blur would flatten it. The FWHM is in radians (`em.uas_to_rad(5.0)` "
+            "for the recipe's 5 µas)."
+        )
     img = asarray(image)
     if not jnp.issubdtype(img.dtype, jnp.floating):  # integer or bool pixels
         img = img.astype(jnp.result_type(float))

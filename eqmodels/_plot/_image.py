@@ -129,6 +129,13 @@ def _beam_shape(beam) -> tuple[float, float, float]:
             ) from None
     if not all(math.isfinite(s) for s in shape) or shape[0] <= 0 or shape[1] <= 0:
         raise ValueError(f"`beam` FWHMs must be finite and > 0 (µas), got {beam!r}.")
+    if min(shape[:2]) < 1e-3:
+        # The one angle of the package in µas (a plot's axes are in µas): a FWHM
+        # in radians (~1e-10) would draw an invisible beam.
+        raise ValueError(
+            f"`beam` is in µas here (the plots' unit), got {beam!r}: a FWHM in "
+            "radians? Convert it with `eqmodels.rad_to_uas`."
+        )
     return shape
 
 

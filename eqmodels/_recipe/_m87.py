@@ -335,7 +335,10 @@ def image_m87(
     round-1 objective and each term's value at the prior), `runs` (one entry per
     imaging run: round, run, final objective and each term's value, steps, stop
     reason, seconds), `rounds` (each round's last run), `time_s` and `stages_s`
-    (seconds in data preparation, self-calibration, building objectives, imaging).
+    (seconds in data preparation, self-calibration, building objectives, imaging),
+    `flux`, and `fits_metadata`: the source, position, frequency and date for
+    `save_fits(image, report["grid"], path, **report["fits_metadata"])`, as the
+    command line writes them.
     """
     say = log if log is not None else (lambda line: None)
     if npix is None:
@@ -481,6 +484,7 @@ def image_m87(
         "time_s": time.perf_counter() - t_start,
         "stages_s": clock,
         "flux": float(final.sum()),
+        "fits_metadata": fits_metadata(data0),
     }
     stages = ", ".join(f"{k} {v:.1f}" for k, v in clock.items())
     say(
@@ -488,6 +492,20 @@ def image_m87(
         f"{report['flux']:.3f} Jy"
     )
     return final, report
+
+
+def fits_metadata(data) -> dict:
+    """`save_fits`'s keyword arguments for an image of `data`: source, position,
+    the first band's frequency, and the day with the first timestamp's time of day
+    (as eht-imaging dates its images: the pipeline's 2017-04-11 image has MJD
+    57854.02228)."""
+    return dict(
+        ra=data.ra,
+        dec=data.dec,
+        freq=data.band_freqs[0],
+        mjd=data.mjd + float(np.min(np.asarray(data.time))) / 24.0,
+        source=data.source,
+    )
 
 
 TABLE_KEYS = ("amp", "vis", "cphase", "logcamp")
