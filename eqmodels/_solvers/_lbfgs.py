@@ -45,7 +45,10 @@ def _unit_triangular_solve(a, b, *, lower):
     x = b
     for j in range(m - 1) if lower else range(m - 1, 0, -1):
         # Column `j` of `a` is zero on rows `<= j` (`>= j` if upper), so `x[j]` is
-        # final when it is used and stays so.
+        # final when it is used and stays so. (A non-finite `x[j]` also reaches
+        # the rows above it, as `0 · inf`, where LAPACK skips them; the direction
+        # is non-finite either way, and the solver refuses such steps. Masking the
+        # rows made the update 3× slower at memory 50.)
         x = x - a[:, j] * x[j]
     return x
 
