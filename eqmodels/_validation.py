@@ -28,13 +28,15 @@ def is_concrete(x) -> bool:
 def resolve_float_dtype(dtype, *arrays) -> np.dtype:
     """The floating dtype a model computes in.
 
-    `dtype=None` takes float32 if every floating input is float32, else float64.
-    float64 without `jax_enable_x64` is an error rather than a silent downcast.
+    `dtype=None` takes float32 if every floating input fits in it (float32,
+    complex64, or half precision: float16 and bfloat16, held exactly), else
+    float64. float64 without `jax_enable_x64` is an error rather than a silent
+    downcast.
     """
     if dtype is None:
         dtypes = [input_dtype(a) for a in arrays]
-        kinds = [d for d in dtypes if d is not None and np.issubdtype(d, np.inexact)]
-        single = kinds and all(k in (np.float32, np.complex64) for k in kinds)
+        kinds = [d for d in dtypes if d is not None and jnp.issubdtype(d, jnp.inexact)]
+        single = kinds and all(_fits_float32(k) for k in kinds)
         dtype = np.float32 if single else np.float64
     try:
         dtype = np.dtype(dtype)
@@ -63,6 +65,12 @@ def resolve_float_dtype(dtype, *arrays) -> np.dtype:
     return dtype
 
 
+def _fits_float32(dtype) -> bool:
+    """Whether an inexact dtype's values are held exactly by float32 (complex64)."""
+    per_part = 2 if jnp.issubdtype(dtype, jnp.complexfloating) else 1
+    return np.dtype(dtype).itemsize <= 4 * per_part
+
+
 def input_dtype(x) -> np.dtype | None:
     """The dtype of an array-like input: arrays and tracers carry one; Python
     scalars, lists and tuples get numpy's (`None` when `x` is not numeric)."""
@@ -85,7 +93,8 @@ def as_real(name: str, x, dtype=None) -> np.ndarray | jax.Array:
     arr = as_numpy(name, x)
     if np.iscomplexobj(arr):
         raise TypeError(f"`{name}` must be real, got a complex array.")
-    if not (np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_):
+    numeric = np.issubdtype(arr.dtype, np.number) or arr.dtype == np.bool_
+    if not (numeric or jnp.issubdtype(arr.dtype, jnp.floating)):  # bfloat16
         raise TypeError(f"`{name}` must be a numeric array, got dtype {arr.dtype}.")
     return _check_finite(
         name, arr.astype(np.float64 if dtype is None else dtype), "model"

@@ -119,6 +119,34 @@ def test_float64_without_x64_is_an_error():
         jax.config.update("jax_enable_x64", True)
 
 
+def test_half_precision_inputs_compute_in_float32():
+    """From a review: float16 / bfloat16 inputs were taken for float64 ("float64
+    was requested", an error with x64 off). They fit in float32, which the models
+    then compute in (with x64 on as here, and off)."""
+    img = np.ones(GRID.shape)
+    for dt in (np.float16, jnp.bfloat16):
+        model = em.PixelImage.from_image(jnp.asarray(img, dt), GRID)
+        assert model.params.dtype == np.float32
+    jax.config.update("jax_enable_x64", False)
+    try:
+        model = em.PixelImage.from_image(img.astype(np.float16), GRID)
+        assert model.params.dtype == np.float32
+    finally:
+        jax.config.update("jax_enable_x64", True)
+
+
+def test_a_float64_model_after_switching_x64_off_names_the_switch():
+    """From a review: a model built with x64 on, called after switching it off,
+    advised `image.astype(jnp.float64)`, which x64 off cannot give."""
+    model = em.DirectFT(GRID, U, V)
+    jax.config.update("jax_enable_x64", False)
+    try:
+        with pytest.raises(TypeError, match="built with x64 on.*rebuild"):
+            model(jnp.ones(GRID.shape, jnp.float32))
+    finally:
+        jax.config.update("jax_enable_x64", True)
+
+
 def test_pulse_errors():
     with pytest.raises(ValueError, match="fwhm"):
         em.GaussianPulse(fwhm=0.0)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import eqmodels as em
-from tests.helpers import assert_allclose, own_error
+from tests.helpers import assert_allclose, own_error, run_without_x64
 from tests.reference import regularizers as rr
 
 
@@ -418,3 +418,32 @@ def test_prior_model_grid_and_negative_clip_floor():
         em.PixelImage.from_prior(zeros, GRID, clipfloor=-1.0)
     model = em.PixelImage.from_prior(zeros, GRID, clipfloor=-1.0, transform="identity")
     assert model().shape == GRID.shape
+
+
+def test_gaussian_moments_in_float32_as_a_compiled_argument():
+    """From a review: in float32 with the term an argument of a compiled program
+    (as `solve` and `survey` pass it), XLA folded the pixel-unit divisions into
+    `(fwhm_major·fwhm_minor)² / p⁴`, whose numerator (~1e-39 rad⁴) is 0 in
+    float32: the value and gradient were NaN. Now finite, and equal to the float64
+    value to float32 accuracy."""
+    code = """
+import json
+import jax, jax.numpy as jnp, equinox as eqx, numpy as np
+import eqmodels as em
+grid = em.ImageGrid.from_fov(64, 128.0)
+fwhm = em.uas_to_rad(40.0)
+img = em.GaussianImage(grid, 0.6, fwhm, x0=em.uas_to_rad(3.0))()
+reg = em.GaussianMoments(grid, fwhm, 0.7 * fwhm, 0.4)
+v, g = eqx.filter_jit(jax.value_and_grad(lambda i, t: t(i)))(img, reg)
+sol = em.solve(em.Flux(0.6) + reg, em.PixelImage.from_image(img, grid), max_steps=5)
+print(json.dumps({"value": float(v), "finite": bool(jnp.isfinite(g).all()),
+                  "dtype": str(g.dtype), "solve": float(sol.value),
+                  "image": np.asarray(img, np.float64).tolist()}))
+"""
+    out = run_without_x64(code)
+    assert out["dtype"] == "float32" and out["finite"]
+    assert np.isfinite(out["solve"])
+    grid = em.ImageGrid.from_fov(64, 128.0)
+    fwhm = em.uas_to_rad(40.0)
+    ref = em.GaussianMoments(grid, fwhm, 0.7 * fwhm, 0.4)(jnp.asarray(out["image"]))
+    assert_allclose(out["value"], ref, rtol=1e-4)

@@ -125,6 +125,15 @@ class AbstractForwardModel(eqx.Module, strict=True):
         if jnp.iscomplexobj(image):
             raise TypeError("`image` must be real (Jy/pixel), got a complex array.")
         if image.dtype != self.dtype:
+            if self.dtype == jnp.float64 and not jax.config.read("jax_enable_x64"):
+                # No cast makes float64 then: the model predates switching x64 off.
+                raise TypeError(
+                    f"`image` is {image.dtype} but the model computes in float64, "
+                    "which JAX's 32-bit mode (x64 off) cannot: the model was built "
+                    "with x64 on. Turn it back on (`jax.config.update("
+                    "'jax_enable_x64', True)`) or rebuild the model and terms with "
+                    "x64 off (they then compute in float32)."
+                )
             other = (
                 f" or build the model with `dtype=jnp.{image.dtype}`"
                 if image.dtype in (jnp.float32, jnp.float64)

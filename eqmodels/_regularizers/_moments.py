@@ -2,6 +2,7 @@
 Gaussian shape."""
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
@@ -219,15 +220,7 @@ class GaussianMoments(AbstractRegularizer, strict=True):
 
     def target_covariance(self):
         """`(G_xx, G_yy, G_xy)` of the target Gaussian (radians²)."""
-        s_maj = self.fwhm_major / FWHM_PER_SIGMA
-        s_min = self.fwhm_minor / FWHM_PER_SIGMA
-        sa, ca = jnp.sin(self.angle), jnp.cos(self.angle)
-        v_maj, v_min = s_maj * s_maj, s_min * s_min
-        return (
-            v_maj * sa * sa + v_min * ca * ca,
-            v_maj * ca * ca + v_min * sa * sa,
-            (v_maj - v_min) * sa * ca,
-        )
+        return _covariance(self.fwhm_major, self.fwhm_minor, self.angle)
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
         check_image_shape(image, self.grid.shape, "GaussianMoments")
@@ -242,7 +235,31 @@ class GaussianMoments(AbstractRegularizer, strict=True):
         mxx = safe_div(jnp.sum(image * dx * dx), total)
         myy = safe_div(jnp.sum(image * dy * dy), total)
         mxy = safe_div(jnp.sum(image * dx * dy), total)
-        gxx, gyy, gxy = (as_dtype(g / (p * p), image) for g in self.target_covariance())
+        # The target in pixels too, behind an optimisation barrier: without it XLA
+        # folds the divisions by `p` into one by `p⁴` after squaring
+        # `fwhm_major · fwhm_minor` (radians⁴, ~1e-39: 0 in float32), giving
+        # `0 · inf = NaN` whenever the term is an argument of a compiled program.
+        maj, mnr, angle = jax.lax.optimization_barrier(
+            tuple(
+                as_dtype(x, image)
+                for x in (self.fwhm_major / p, self.fwhm_minor / p, self.angle)
+            )
+        )
+        gxx, gyy, gxy = _covariance(maj, mnr, angle)
         num = (mxx - gxx) ** 2 + (myy - gyy) ** 2 + 2.0 * (mxy - gxy) ** 2
-        scale = as_dtype(self.fwhm_major * self.fwhm_minor / (p * p), image)
+        scale = maj * mnr
         return num / (scale * scale)
+
+
+def _covariance(fwhm_major, fwhm_minor, angle):
+    """`(G_xx, G_yy, G_xy)` of a Gaussian of FWHMs `fwhm_major`, `fwhm_minor` with
+    its major axis at position angle `angle` (in the FWHMs' units, squared)."""
+    s_maj = fwhm_major / FWHM_PER_SIGMA
+    s_min = fwhm_minor / FWHM_PER_SIGMA
+    sa, ca = jnp.sin(angle), jnp.cos(angle)
+    v_maj, v_min = s_maj * s_maj, s_min * s_min
+    return (
+        v_maj * sa * sa + v_min * ca * ca,
+        v_maj * ca * ca + v_min * sa * sa,
+        (v_maj - v_min) * sa * ca,
+    )
