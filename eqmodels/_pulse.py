@@ -73,8 +73,8 @@ class GaussianPulse(AbstractPulse, strict=True):
 
     eht-imaging's `GaussPulse2D` is narrower: σ = psize/3, i.e.
     `GaussianPulse(fwhm=math.sqrt(8 * math.log(2)) / 3)` (≈ 0.785 pixels), which
-    equals it to rounding; the default (`fwhm=1`) gives amplitudes about half
-    of it at `u = 0.5/psize`."""
+    equals it to rounding; the default (`fwhm=1`) gives 0.71 of its amplitude
+    at `(u, v) = (0.5/psize, 0)` and half of it at `u = v = 0.5/psize`."""
 
     fwhm: float = eqx.field(static=True, default=1.0, converter=float)
 

@@ -287,12 +287,13 @@ def _write_uvfits(
     source=None,
     uv_sign=1.0,
     antennas=None,
+    extra=None,
 ):
     """A minimal random-groups file: 3 stations, `data` of numpy shape
     (n, 1, 1, n_if, n_chan, n_stokes, 3), baselines cycling 1-2, 1-3, 2-3 (or
     `baselines`, `ant1 * 256 + ant2` per row); `source`: a SOURCE parameter;
     `uv_sign` multiplies the stored u, v (per row); `antennas`: `(ant1, ant2)`
-    as ANTENNA1 / ANTENNA2 parameters."""
+    as ANTENNA1 / ANTENNA2 parameters; `extra`: more parameters, name → values."""
     rng = np.random.default_rng(seed)
     n = data.shape[0]
     freq = 230e9
@@ -307,6 +308,8 @@ def _write_uvfits(
     if antennas is not None:
         names += ["ANTENNA1", "ANTENNA2"]
         pars += [np.asarray(a, np.float64) for a in antennas]
+    for name, values in (extra or {}).items():
+        names, pars = names + [name], pars + [np.asarray(values, np.float64)]
     g = fits.GroupData(
         data.astype(np.float32), bitpix=-32, parnames=names, pardata=pars
     )
@@ -402,6 +405,17 @@ def test_rows_of_another_subarray_are_refused(tmp_path):
     _write_uvfits(tmp_path / "b.uvfits", _one_per_row(9), baselines=bl)
     with pytest.raises(ValueError, match="1 rows belong to a subarray other"):
         eqm.load_uvfits(tmp_path / "b.uvfits")
+    # With ANTENNA1/2 (which win over BASELINE) and a SUBARRAY parameter, as
+    # pyuvdata writes them: refused too.
+    ants = (np.tile([1.0, 1.0, 2.0], 3), np.tile([2.0, 3.0, 3.0], 3))
+    _write_uvfits(
+        tmp_path / "c.uvfits",
+        _one_per_row(9),
+        antennas=ants,
+        extra={"SUBARRAY": np.where(np.arange(9) == 7, 2.0, 1.0)},
+    )
+    with pytest.raises(ValueError, match="1 rows belong to a subarray other"):
+        eqm.load_uvfits(tmp_path / "c.uvfits")
 
 
 def test_an_unnamed_axis_longer_than_one_is_named_by_its_fits_number(tmp_path):
@@ -482,6 +496,35 @@ def test_save_uvfits_round_trips(tmp_path, local):
             "mjd",
         ):
             assert getattr(back, field) == getattr(data, field), field
+
+
+def test_save_uvfits_many_stations_and_no_bandwidth(tmp_path):
+    """From a review: beyond 255 stations `256 a1 + a2` exceeds 65535, which
+    reads back as the other encoding (other stations, silently); and a bandwidth
+    of 0 (VisData's default, "unknown") came back as 1 Hz. Both round-trip."""
+    n_st = 300
+    rng = np.random.default_rng(0)
+    ant1 = np.array([0, 10, 5, 254, 255])
+    ant2 = np.array([1, 280, 299, 255, 256])
+    n = ant1.size
+    data = eqm.VisData(
+        u=rng.normal(size=n) * 1e9,
+        v=rng.normal(size=n) * 1e9,
+        vis=rng.normal(size=n) + 1j * rng.normal(size=n),
+        sigma=np.full(n, 0.1),
+        time=np.linspace(1.0, 2.0, n),
+        ant1=ant1,
+        ant2=ant2,
+        station_names=[f"S{i}" for i in range(n_st)],
+        freq=230e9,
+    )
+    assert data.bandwidth == 0
+    path = tmp_path / "many.uvfits"
+    eqm.save_uvfits(data, path)
+    back = eqm.load_uvfits(path, check=False)
+    np.testing.assert_array_equal(back.ant1, data.ant1)
+    np.testing.assert_array_equal(back.ant2, data.ant2)
+    assert back.station_names == data.station_names and back.bandwidth == 0
 
 
 def test_save_uvfits_refuses(tmp_path, local):

@@ -90,7 +90,7 @@ def test_two_processes_equal_one(tmp_path):
     )
     assert_allclose(result["gauss_newton"], gn.value, rtol=1e-9)
     assert "devices=jax.local_devices()" in result["survey_refused"]
-    for what in ("term", "data"):
+    for what in ("term", "data", "rows"):
         assert "differs between the processes" in result["refused"].get(what, "")
     data = em.load_uvfits(DATA).scan_average()
     grid = em.ImageGrid.from_fov(32, 128.0)

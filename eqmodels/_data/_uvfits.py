@@ -64,8 +64,9 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
     - antennas from the `ANTENNA1` / `ANTENNA2` random parameters where the file
       has them, else from `BASELINE` (`256 a1 + a2`, or `65536 + 2048 a1 + a2`
       for antenna numbers beyond 255); rows of a subarray other than the first
-      (a `BASELINE` with a fractional part: their stations are in another AN
-      table) are refused: split the file per subarray first.
+      (a `SUBARRAY` parameter above 1, or a `BASELINE` with a fractional part:
+      their stations are in another AN table) are refused: split the file per
+      subarray first.
     - a gzip-compressed file (`.uvfits.gz`) is read as the file it holds.
 
     **Arguments:**
@@ -258,6 +259,23 @@ def _read(hdus, path, check=True) -> dict:
     v = par(["VV---SIN", "VV", "VV--", "VV---NCP"]) * freq
     jd = par(["DATE"])
     tint = par(["INTTIM"]) if "INTTIM" in parnames else np.zeros(n)
+    # Rows of a subarray other than the first: a SUBARRAY parameter above 1, or
+    # AIPS's fractional BASELINE (256 a1 + a2 + (subarray − 1)/100).
+    other_subarray = np.zeros(n, bool)
+    if "SUBARRAY" in parnames:
+        sub_id, sub_ok = _as_index(par(["SUBARRAY"]))
+        other_subarray |= sub_ok & (sub_id > 1)
+    if "BASELINE" in parnames:
+        raw_bl = par(["BASELINE"])
+        bl, bl_ok = _as_index(raw_bl)
+        other_subarray |= bl_ok & (np.abs(raw_bl - np.where(bl_ok, bl, 0)) > 1e-3)
+    other_subarray &= valid
+    if other_subarray.any():
+        raise UVFITSError(
+            f"{path!r}: {int(other_subarray.sum())} rows belong to a subarray other "
+            "than the first, whose stations are in another AN table: split the file "
+            "per subarray first."
+        )
     if "ANTENNA1" in parnames and "ANTENNA2" in parnames:
         # Explicit antenna numbers (written beside BASELINE by some programs, e.g.
         # for more than 255 antennas) need no decoding.
@@ -265,20 +283,11 @@ def _read(hdus, path, check=True) -> dict:
         a2, ok2 = _as_index(par(["ANTENNA2"]))
         bl_ok = ok1 & ok2
     elif "BASELINE" in parnames:
-        raw_bl = par(["BASELINE"])
-        bl, bl_ok = _as_index(raw_bl)
-        # AIPS: 256 a1 + a2 + (subarray − 1)/100; above 65535, 65536 + 2048 a1 + a2
-        # (antenna numbers beyond 255).
+        # AIPS: 256 a1 + a2; above 65535, 65536 + 2048 a1 + a2 (antenna numbers
+        # beyond 255).
         big_bl = bl >= 65536
         a1 = np.where(big_bl, (bl - 65536) // 2048, bl // 256)
         a2 = np.where(big_bl, (bl - 65536) % 2048, bl % 256)
-        sub = valid & bl_ok & (np.abs(raw_bl - np.where(bl_ok, bl, 0)) > 1e-3)
-        if sub.any():
-            raise UVFITSError(
-                f"{path!r}: {int(sub.sum())} rows belong to a subarray other than "
-                "the first (their BASELINE has a fractional part), whose stations "
-                "are in another AN table: split the file per subarray first."
-            )
     else:
         raise UVFITSError(f"{path!r}: no BASELINE (or ANTENNA1/2) random parameter.")
 

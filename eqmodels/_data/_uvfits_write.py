@@ -27,14 +27,15 @@ def save_uvfits(data: VisData, path: str | os.PathLike, *, overwrite: bool = Fal
 
     - one group per row: `UU`, `VV` (`u`, `v` over the frequency: light-seconds),
       `WW` = 0, `BASELINE` (`256 a1 + a2`, stations numbered from 1 in
-      `station_names` order), the date as two `DATE` parameters (the day's Julian
+      `station_names` order; `65536 + 2048 a1 + a2` beyond 255 stations), the date as two `DATE` parameters (the day's Julian
       date and the time of day: the time comes back to about 1e-8 h, the
       resolution of a float64 Julian date), `INTTIM` (`tint`);
     - the data axes `COMPLEX` (real, imaginary, weight `1/σ²`), `STOKES` (one
       entry, I), `FREQ` (`freq`, with the bandwidth as its step), `IF`, `RA`,
       `DEC` (`ra`, `dec`);
     - an `AIPS AN` table: `ANNAME`, `STABXYZ` (the ECEF positions, array centre
-      0), `NOSTA`, with the frequency; `OBJECT`, `OBSRA`, `OBSDEC` in the header.
+      0), `NOSTA`, with the frequency; an `AIPS FQ` table with the bandwidth;
+      `OBJECT`, `OBSRA`, `OBSDEC` in the header.
 
     Data of several bands (`band_freqs` with more than one entry: their `u, v`
     are in wavelengths at each band's frequency) are refused: save each band
@@ -80,12 +81,19 @@ def save_uvfits(data: VisData, path: str | os.PathLike, *, overwrite: bool = Fal
     cube[..., 2] = (1.0 / sigma**2).reshape(n, 1, 1, 1, 1, 1)
     ant1 = np.asarray(data.ant1, np.int64) + 1
     ant2 = np.asarray(data.ant2, np.int64) + 1
+    n_st = len(data.station_names)
+    if n_st > 2047:
+        raise ValueError(
+            f"`data` have {n_st} stations; a uvfits BASELINE encodes at most 2047."
+        )
+    # AIPS's encoding, and beyond station 255 the one for larger arrays.
+    baseline = 256 * ant1 + ant2 if n_st <= 255 else 65536 + 2048 * ant1 + ant2
     names = ["UU---SIN", "VV---SIN", "WW---SIN", "BASELINE", "DATE", "DATE", "INTTIM"]
     pars = [
         np.asarray(data.u, f64) / freq,
         np.asarray(data.v, f64) / freq,
         np.zeros(n),
-        (256 * ant1 + ant2).astype(f64),
+        baseline.astype(f64),
         np.full(n, _MJD0 + data.mjd),
         np.asarray(data.time, f64) / 24.0,
         np.asarray(data.tint, f64),
@@ -96,6 +104,8 @@ def save_uvfits(data: VisData, path: str | os.PathLike, *, overwrite: bool = Fal
     axes = [
         ("COMPLEX", 1.0, 1.0),
         ("STOKES", 1.0, 1.0),
+        # (The bandwidth, possibly 0 = unknown, is exact in the FQ table; a FITS
+        # axis step may not be 0.)
         ("FREQ", freq, float(data.bandwidth) or 1.0),
         ("IF", 1.0, 1.0),
         ("RA", float(data.ra), 1.0),
@@ -117,7 +127,6 @@ def save_uvfits(data: VisData, path: str | os.PathLike, *, overwrite: bool = Fal
     h["DATE-OBS"] = _date_obs(data.mjd)
     h["ORIGIN"] = "eqmodels"
     xyz = np.asarray(data.station_xyz, f64).reshape(-1, 3)
-    n_st = len(data.station_names)
     an = fits.BinTableHDU.from_columns(
         [
             fits.Column("ANNAME", "8A", array=list(data.station_names)),
@@ -152,7 +161,18 @@ def save_uvfits(data: VisData, path: str | os.PathLike, *, overwrite: bool = Fal
     ah["POLTYPE"] = "APPROX"
     ah["FREQID"] = 1
     ah["EXTVER"] = 1
-    fits.HDUList([hdu, an]).writeto(path, overwrite=overwrite)
+    fq = fits.BinTableHDU.from_columns(
+        [
+            fits.Column("FRQSEL", "1J", array=[1]),
+            fits.Column("IF FREQ", "1D", unit="HZ", array=[0.0]),
+            fits.Column("CH WIDTH", "1D", unit="HZ", array=[data.bandwidth]),
+            fits.Column("TOTAL BANDWIDTH", "1D", unit="HZ", array=[data.bandwidth]),
+            fits.Column("SIDEBAND", "1J", array=[1]),
+        ],
+        name="AIPS FQ",
+    )
+    fq.header["NO_IF"] = 1
+    fits.HDUList([hdu, an, fq]).writeto(path, overwrite=overwrite)
 
 
 def _date_obs(mjd: int) -> str:

@@ -113,6 +113,10 @@ class ShardedChi2(AbstractDataTerm, strict=True):
                 f"`term`'s forward model ({type(term.forward).__name__}) does not "
                 "declare `point_fields`, so its points cannot be split over devices."
             )
+        mesh, axis_name, size = check_mesh(mesh, axis_name)
+        # First of the checks that read the data: a process refusing its own
+        # (different) term alone would leave the others waiting in this collective.
+        check_same_on_every_process(term, mesh, "`term`")
         if np.ndim(term.n_rows) > 0:
             raise ValueError(
                 "`term` is a stack of terms (`pad_and_stack`: its leaves have a "
@@ -121,7 +125,6 @@ class ShardedChi2(AbstractDataTerm, strict=True):
                 "ShardedChi2(b, mesh)])`)."
             )
         check_rows_declared(term)
-        mesh, axis_name, size = check_mesh(mesh, axis_name)
         n = term.rows
         if n < size:
             raise ValueError(
@@ -130,7 +133,6 @@ class ShardedChi2(AbstractDataTerm, strict=True):
                 "mesh (e.g. `jax.make_mesh((k,), ('rows',))` with k <= "
                 f"{n}), or shard a bigger term."
             )
-        check_same_on_every_process(term, mesh, "`term`")
         padded = term.pad_rows(padded_length(n, size))
         self.term = place(padded, _row_specs(padded, axis_name), mesh)
         self.mesh = mesh

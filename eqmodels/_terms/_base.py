@@ -537,21 +537,21 @@ def _check_one_dtype(names, terms, groups) -> None:
             )
 
 
-def _mesh_devices(tree) -> list[frozenset]:
-    """The device sets of the sharded modules (`ShardedChi2`, `ShardedForward`:
-    modules holding a `mesh`) in `tree`."""
+def _mesh_devices(tree) -> list[tuple[int, ...]]:
+    """The devices (ids, in the meshes' order) of the sharded modules
+    (`ShardedChi2`, `ShardedForward`: modules holding a `mesh`) in `tree`."""
 
     def sharded(x):
         return isinstance(x, eqx.Module) and isinstance(getattr(x, "mesh", None), Mesh)
 
     found = jax.tree_util.tree_leaves(tree, is_leaf=sharded)
-    return [frozenset(d.id for d in x.mesh.devices.flat) for x in found if sharded(x)]
+    return [tuple(d.id for d in x.mesh.devices.flat) for x in found if sharded(x)]
 
 
 def _check_one_device_set(names, terms, groups) -> None:
-    """Every sharded member of an objective is split over one set of devices:
-    JAX refuses to evaluate terms committed to different devices in one program,
-    with a message naming neither."""
+    """Every sharded member of an objective is split over the same devices in the
+    same order: JAX refuses to evaluate terms committed to other devices (or the
+    same ones in another order) in one program, with a message naming neither."""
     seen = [(d, n) for n, t in zip(names, terms) for d in _mesh_devices(t)]
     seen += [(d, names[g.members[0]]) for g in groups for d in _mesh_devices(g.forward)]
     for devices, name in seen[1:]:
@@ -559,9 +559,9 @@ def _check_one_device_set(names, terms, groups) -> None:
         if devices != first:
             raise ValueError(
                 f"`terms` are split over different devices: {first_name!r} over "
-                f"devices {sorted(first)} but {name!r} over {sorted(devices)}; build "
+                f"devices {list(first)} but {name!r} over {list(devices)}; build "
                 "every ShardedChi2 of an objective on one mesh (or meshes over the "
-                "same devices)."
+                "same devices in the same order)."
             )
 
 

@@ -89,6 +89,13 @@ def main():
         em.ShardedChi2.from_data(em.AmpChi2, mine, grid)
     except ValueError as e:
         refused["data"] = str(e)
+    # Row counts that differ so much that one process's term alone would be
+    # refused (3 rows on the 4-device mesh): every process gets the comparison's
+    # refusal (the short one refused alone, leaving the other in the collective).
+    try:
+        em.ShardedChi2(amp.take_rows(np.arange(3 if pid == 0 else 40), n_rows=3))
+    except ValueError as e:
+        refused["rows"] = str(e)
     result["refused"] = refused
     # Padding sharded terms to one length (`pad_to_match`, for a survey over data
     # sets) on a mesh spanning both processes: it fetched the rows to the host,
