@@ -7,6 +7,7 @@ module rebuilt inside `jit`/`vmap` holds tracers, which are passed through unche
 
 import math
 import numbers
+import os
 import pathlib
 import sys
 import warnings
@@ -258,6 +259,17 @@ def positive_number(name: str, x, *, allow_zero: bool = False) -> float:
             f"`{name}` must be finite and {'>=' if allow_zero else '>'} 0, got {x!r}."
         )
     return value
+
+
+def file_path(path) -> str:
+    """`path` (a str or os.PathLike) as a str, or a `TypeError` naming `path`."""
+    try:
+        return os.fspath(path)
+    except TypeError:
+        raise TypeError(
+            f"`path` must be a file path (a str or os.PathLike), got "
+            f"{type(path).__name__}."
+        ) from None
 
 
 def check_flag(name: str, value) -> bool:

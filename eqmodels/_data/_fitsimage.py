@@ -10,7 +10,7 @@ from jaxtyping import ArrayLike
 from .._custom_types import RealScalar
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
-from .._validation import positive_number
+from .._validation import file_path, positive_number
 from ._visdata import check_ra_dec
 
 
@@ -103,7 +103,7 @@ def save_fits(
         mjd = positive_number("mjd", mjd, allow_zero=True)
     if not isinstance(source, str):
         raise TypeError(f"`source` must be a string (the OBJECT name), got {source!r}.")
-    path = os.fspath(path)
+    path = file_path(path)
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path!r} exists; pass `overwrite=True` to replace it.")
     psize_deg = math.degrees(grid.psize)
@@ -178,7 +178,7 @@ def load_fits(
     A key the header does not give is left out.
     """
     fits = import_astropy_fits()
-    path = os.fspath(path)
+    path = file_path(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such FITS file: {path!r}")
     try:

@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from .._validation import check_flag
+from .._validation import check_flag, file_path
 from ._fits import (
     BinTable,
     find,
@@ -83,13 +83,7 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
     reference frequency outside 1 MHz–10 THz, or has no unflagged Stokes I data. Read with eqmodels' own FITS reader (numpy only):
     astropy is not needed.
     """
-    try:
-        path = os.fspath(path)
-    except TypeError:
-        raise TypeError(
-            f"`path` must be a file path (a str or os.PathLike), got "
-            f"{type(path).__name__}."
-        ) from None
+    path = file_path(path)
     check = check_flag("check", check)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such uvfits file: {path!r}")

@@ -4,7 +4,7 @@ import os
 
 import numpy as np
 
-from .._validation import check_flag
+from .._validation import check_flag, file_path
 from ._fitsimage import import_astropy_fits
 from ._visdata import VisData
 
@@ -60,13 +60,7 @@ def save_uvfits(data: VisData, path: str | os.PathLike, *, overwrite: bool = Fal
             "u, v are in wavelengths at each band's own frequency: save each band "
             "on its own (`data.take(np.flatnonzero(np.asarray(data.band) == k))`)."
         )
-    try:
-        path = os.fspath(path)
-    except TypeError:
-        raise TypeError(
-            f"`path` must be a file path (a str or os.PathLike), got "
-            f"{type(path).__name__}."
-        ) from None
+    path = file_path(path)
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path!r} exists; pass `overwrite=True` to replace it.")
     freq = float(data.band_freqs[0])
