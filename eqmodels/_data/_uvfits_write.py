@@ -6,7 +6,7 @@ import numpy as np
 
 from .._validation import check_flag, file_path
 from ._fitsimage import import_astropy_fits
-from ._visdata import VisData
+from ._visdata import mjd_date, VisData
 
 
 #: Julian date of MJD 0.
@@ -171,7 +171,4 @@ def save_uvfits(data: VisData, path: str | os.PathLike, *, overwrite: bool = Fal
 
 def _date_obs(mjd: int) -> str:
     """`YYYY-MM-DD` of the modified Julian date `mjd`."""
-    import datetime
-
-    day = datetime.date(1858, 11, 17) + datetime.timedelta(days=int(mjd))
-    return day.isoformat()
+    return mjd_date(mjd).isoformat()

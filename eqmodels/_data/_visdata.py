@@ -19,6 +19,11 @@ from .._validation import host_real
 DEFAULT_SCAN_GAP_S = 59.4
 
 
+def mjd_date(mjd: int) -> datetime.date:
+    """The calendar date of the modified Julian day `mjd` (MJD 0 = 1858-11-17)."""
+    return datetime.date(1858, 11, 17) + datetime.timedelta(days=int(mjd))
+
+
 class VisData(eqx.Module, strict=True):
     """Calibrated complex visibilities of one observation (or several bands / days
     concatenated), one row per baseline and timestamp.
@@ -607,7 +612,7 @@ class VisData(eqx.Module, strict=True):
         """A multi-line human-readable description."""
         a = self._arrays()
         uvd = self.uvdist
-        date = datetime.date(1858, 11, 17) + datetime.timedelta(days=self.mjd)
+        date = mjd_date(self.mjd)
         rows_per = np.bincount(
             np.concatenate([a["ant1"], a["ant2"]]), minlength=self.n_stations
         )
