@@ -140,6 +140,7 @@ from ._data._recipe_ops import (
 )
 from ._gains._corrected import GainCorrected as GainCorrected
 from ._gains._intervals import solution_intervals as solution_intervals
+from ._gains._joint import WithGains as WithGains
 from ._gains._priors import (
     AbstractGainPrior as AbstractGainPrior,
     GainAmplitudePrior as GainAmplitudePrior,
@@ -281,4 +282,5 @@ __all__ = [
     "VisData",
     "WeightedL1",
     "with_gains",
+    "WithGains",
 ]

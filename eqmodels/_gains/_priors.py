@@ -15,7 +15,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Scalar
+from jaxtyping import Array, Float, Int, Scalar
 
 from .._numerics import asarray
 from .._terms._base import AbstractTerm, ImageLike
@@ -155,12 +155,13 @@ class GainPhaseReference(AbstractGainPrior, strict=True):
 
     `penalty = Σ_k (φ_ref,k / σ)²`, with `φ_ref,k` the phase of station `station`
     in interval `k`, or the mean phase of the stations present in interval `k`
-    when `station` is `None` or absent there.
+    when `station` is `None` or absent there. (The field `station` holds the
+    station's column as an integer array, `-1` for the mean.)
     """
 
     gains: StationGains
     sigma: Float[Array, ""]
-    station: int | None = eqx.field(static=True)
+    station: Int[Array, ""]
 
     def __init__(
         self,
@@ -185,7 +186,10 @@ class GainPhaseReference(AbstractGainPrior, strict=True):
                 f"{list(gains.station_names)}."
             )
         self.gains = gains
-        self.station = None if station is None else gains.station_names.index(station)
+        # The column (an integer leaf, -1: the mean phase), so that the priors of
+        # data sets whose station tables differ stack in one survey.
+        index = -1 if station is None else gains.station_names.index(station)
+        self.station = asarray(np.int32(index))
         self.sigma = asarray(_tol("sigma", sigma))
 
     def gain_residuals(self, gains: StationGains) -> Float[Array, " m"]:
@@ -195,13 +199,11 @@ class GainPhaseReference(AbstractGainPrior, strict=True):
         # `self_calibrate`'s own gauge, which averages the present stations).
         w = jnp.asarray(gains.present, ph.dtype)
         mean = jnp.sum(w * ph, axis=1) / jnp.maximum(jnp.sum(w, axis=1), 1.0)
-        if self.station is None:
-            ref = mean
-        else:
-            # The named station where it has data, else the present stations'
-            # mean (nothing else pins that interval's phase).
-            here = w[:, self.station] > 0
-            ref = jnp.where(here, ph[:, self.station], mean)
+        # The named station where it has data, else the present stations' mean
+        # (nothing else pins that interval's phase); no station named: the mean.
+        col = jnp.maximum(self.station, 0)
+        here = (self.station >= 0) & (w[:, col] > 0)
+        ref = jnp.where(here, ph[:, col], mean)
         return ref / self.sigma.astype(ph.dtype)
 
 

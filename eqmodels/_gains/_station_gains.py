@@ -60,9 +60,9 @@ class StationGains(eqx.Module, strict=True):
     interval_freqs: tuple[float | None, ...] | None = eqx.field(static=True)
 
     survey_hint: ClassVar[str] = (
-        "gains of different data sets have their own solution intervals, which "
-        "one survey cannot stack: survey each data set's configurations on their "
-        "own, or `solve` per data set (one compilation each)"
+        "gains of different data sets have their own solution intervals and "
+        "station tables: `survey` and `pad_and_stack` pad them to one table "
+        "themselves, a `vmap` by hand needs gains of one table"
     )
 
     def __init__(

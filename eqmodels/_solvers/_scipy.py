@@ -65,7 +65,7 @@ def solve_scipy(
     maxls: int = 40,
     ftol: float = 1e-10,
     gtol: float = 1e-10,
-    params: Callable[[Any], bool] = is_real_float_array,
+    params: PyTree[Callable[[Any], bool] | bool] = is_real_float_array,
 ) -> Solution:
     """Minimise `objective(model)` with scipy's L-BFGS-B (`scipy.optimize.minimize`),
     the objective's value and gradient computed by one compiled JAX call per

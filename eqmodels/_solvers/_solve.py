@@ -12,6 +12,7 @@ from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Bool, Float, Int, PyTree, Scalar
 
 from .._compile import run_once_jit
+from .._gains._joint import WithGains
 from .._numerics import asarray
 from .._sharding._mesh import unsplit
 from .._terms._base import Objective
@@ -356,7 +357,7 @@ def solve_traced(
         # The report rides along with each evaluation (cast to the parameters'
         # dtype, a fixed carry type): one copy of the objective in the program,
         # none after the loop.
-        with_report = isinstance(objective, Objective)
+        with_report = isinstance(objective, Objective | WithGains)
         aux0 = (
             {name: jnp.zeros((), x0.dtype) for name in objective.names}
             if with_report
@@ -480,12 +481,18 @@ def _param_dtype(model, filter_spec):
     return jnp.result_type(*leaves)
 
 
-def check_objective(objective):
+def check_objective(objective, model=None):
+    """Refuse what cannot be an objective; with `model`, let the objective refuse
+    a model it cannot take (its `check_model`, as `WithGains` has), before
+    anything compiles."""
     if not callable(objective):
         raise TypeError(
             "`objective` must be callable as `objective(model) -> scalar` (an "
             f"`eqmodels.Objective` or any term), got {type(objective).__name__}."
         )
+    check = getattr(objective, "check_model", None)
+    if model is not None and callable(check):
+        check(model)
 
 
 def _strongly_typed(model, params):
@@ -511,7 +518,7 @@ def solve(
     max_steps: int | Int[Array, ""] = 100,
     ftol: float | Float[Array, ""] = 1e-10,
     gtol: float | Float[Array, ""] = 1e-10,
-    params: Callable[[Any], bool] = is_real_float_array,
+    params: PyTree[Callable[[Any], bool] | bool] = is_real_float_array,
 ) -> Solution:
     """Minimise `objective(model)` over the model's parameters, the whole loop in one
     compiled program (no host round-trip per step).
@@ -523,8 +530,10 @@ def solve(
 
     **Arguments:**
 
-    - `objective`: `objective(model) -> scalar`, usually an [`eqmodels.Objective`][];
-      its `report(model)` (if any) fills `Solution.report`.
+    - `objective`: `objective(model) -> scalar`, usually an [`eqmodels.Objective`][]
+      (or an [`eqmodels.WithGains`][] of one, for a joint image + gain solve of
+      the model pair `(image_model, gains)`); its `report(model)` (if any) fills
+      `Solution.report`.
     - `model`: the initial image model — a [`eqmodels.PixelImage`][] (masked or
       not), a parametric model, a user's neural field: any module whose
       floating-point leaves are the parameters.
@@ -538,13 +547,15 @@ def solve(
     - `ftol`: stop when `0 ≤ f_prev − f ≤ ftol · max(|f_prev|, |f|, 1)` (scipy's
       L-BFGS-B criterion; an increase never stops a solve).
     - `gtol`: stop when the largest gradient component is ≤ `gtol`.
-    - `params`: which leaves of `model` are optimised (an `eqx.partition` filter;
-      default: real floating-point arrays); the others (a mask's indices, integer
-      or complex leaves) are held fixed.
+    - `params`: which leaves of `model` are optimised (an `eqx.partition` filter:
+      a function of a leaf, or a pytree of them and booleans that is a prefix of
+      the model, e.g. `(False, em.is_real_float_array)` to hold the image of an
+      `(image_model, gains)` pair fixed; default: real floating-point arrays); the
+      others (a mask's indices, integer or complex leaves) are held fixed.
 
     **Returns:** a [`eqmodels.Solution`][].
     """
-    check_objective(objective)
+    check_objective(objective, model)
     solver = as_solver(solver)
     model = _strongly_typed(model, params)
     dtype = _param_dtype(model, params)

@@ -20,6 +20,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxtyping import Array, Float, Int, PyTree
 
+from .._gains._survey import restore_gains, stack_gains
 from .._numerics import asarray
 from .._sharding._mesh import split_explicitly
 from .._tree import structure_difference
@@ -55,6 +56,11 @@ class SurveyResult(eqx.Module, strict=True):
     - `chunk_size`: configurations per device per chunk (as chosen for `"auto"`).
     - `computed_chunks`, `loaded_chunks`: which chunks this call computed and
       which it read back from the checkpoint folder.
+    - `gains_tables`: `None`, or, when the configurations held station gains of
+      different data sets, each configuration's gains tables (shapes, interval
+      bounds, station names, bands). The survey runs such gains padded to one
+      shape under placeholder tables (what `solutions.model` and a `callback`
+      hold); `result[i]` gives configuration `i`'s gains back as its own.
     """
 
     solutions: Solution
@@ -62,13 +68,20 @@ class SurveyResult(eqx.Module, strict=True):
     chunk_size: int = eqx.field(static=True)
     computed_chunks: tuple[int, ...] = eqx.field(static=True)
     loaded_chunks: tuple[int, ...] = eqx.field(static=True)
+    gains_tables: tuple | None = eqx.field(static=True, default=None)
 
     def __len__(self) -> int:
         return int(np.shape(self.solutions.value)[0])
 
     def __getitem__(self, i: int) -> Solution:
-        """The solution of configuration `i`."""
-        return jax.tree.map(lambda x: x[i] if eqx.is_array(x) else x, self.solutions)
+        """The solution of configuration `i` (its station gains, if any, on its
+        own data set's tables)."""
+        sol = jax.tree.map(lambda x: x[i] if eqx.is_array(x) else x, self.solutions)
+        if self.gains_tables is None:
+            return sol
+        index = range(len(self))[i]  # a negative `i` counts from the end
+        model = restore_gains(sol.model, self.gains_tables[index])
+        return eqx.tree_at(lambda s: s.model, sol, model, is_leaf=lambda x: x is None)
 
     def chi2(self, names: Sequence[str] | None = None) -> Float[Array, " n"]:
         """The mean χ² over data terms per configuration (over `names`, default all
@@ -501,7 +514,7 @@ def survey(
     max_steps: int = 100,
     ftol: float = 1e-10,
     gtol: float = 1e-10,
-    params: Callable[[Any], bool] = is_real_float_array,
+    params: PyTree[Callable[[Any], bool] | bool] = is_real_float_array,
     chunk_size: int | np.integer | str | None = None,
     memory_budget: int | float = DEFAULT_MEMORY_BUDGET,
     devices: Sequence[jax.Device] | None = None,
@@ -584,6 +597,12 @@ def survey(
             )
     else:
         solvers = [as_solver(solver)] * n
+    for o, m in zip(objectives, models):
+        check_objective(o, m)
+    # Gains of different data sets: padded to one shape and table (given back
+    # per configuration by `SurveyResult[i]`).
+    configurations, gains_tables = stack_gains(list(zip(objectives, models, solvers)))
+    objectives, models, solvers = (list(x) for x in zip(*configurations))
     solver = solvers[0]
     devices = _survey_devices(objectives, devices)
     if not devices:
@@ -610,7 +629,7 @@ def survey(
         chunk_size = int(chunk_size)
     check_memory_budget(memory_budget)
 
-    shared, stacked = _split(list(zip(objectives, models, solvers)))
+    shared, stacked = _split(configurations)
     dtype = _param_dtype(models[0], params)
     opts = make_options(max_steps, ftol, gtol, dtype)
     jac_chunk = 0
@@ -753,6 +772,7 @@ def survey(
         chunk_size=chunk_size,
         computed_chunks=tuple(computed),
         loaded_chunks=tuple(loaded),
+        gains_tables=gains_tables,
     )
 
 

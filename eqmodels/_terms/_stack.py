@@ -14,12 +14,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._gains._joint import WithGains
+from .._gains._survey import stack_gains
 from .._tree import structure_difference
 from ._base import AbstractDataTerm, Objective
 from ._shared import SharedForward
 
 
-_T = TypeVar("_T", AbstractDataTerm, Objective)
+_T = TypeVar("_T", AbstractDataTerm, Objective, WithGains)
 
 
 def _pad_group(group: SharedForward, points: int, rows: Sequence[int]) -> SharedForward:
@@ -67,6 +69,9 @@ def pad_to_match(items: Sequence[_T]) -> list[_T]:
     items = list(items)
     if not items:
         raise ValueError("`items` is empty: give at least one term or objective.")
+    if all(isinstance(x, WithGains) for x in items):
+        # A joint image + gain objective: its objective padded, wrapped again.
+        return [WithGains(x) for x in pad_to_match([x.objective for x in items])]
     kind = type(items[0])
     if not all(type(x) is kind for x in items):
         raise TypeError(
@@ -116,17 +121,22 @@ def pad_and_stack(items: Sequence[_T]) -> _T:
     zero-weight rows ([`eqmodels.AbstractDataTerm.pad_rows`][]: the value and every
     gradient are unchanged, `n_rows` keeps each data set's true count); an
     objective's shared transforms are padded to the largest number of distinct
-    points. The result is a batched module:
+    points; station gains of different data sets (other solution intervals or
+    station tables, inside `GainCorrected` terms and gain priors) are padded to
+    one shape, with gain 1 where no row looks, under placeholder tables. The
+    result is a batched module:
     `eqx.filter_vmap(lambda o, x: o(x), in_axes=(0, None))(stacked, image)` gives
     one value per data set, in one compiled program whatever the row counts.
 
     **Arguments:** `items`, a non-empty sequence of data terms of one class (or of
-    objectives with the same terms, weights' shape and shared groups).
+    objectives with the same terms, weights' shape and shared groups, or of
+    [`eqmodels.WithGains`][] of such objectives).
 
     **Returns:** the stacked term or objective (every array leaf gains a leading
     axis of length `len(items)`).
     """
-    padded = pad_to_match(items)
+    # Station gains of different data sets: padded to one shape and table.
+    padded, _ = stack_gains(pad_to_match(items), model_index=None)
     arrays, statics = [], []
     for x in padded:
         dyn, static = eqx.partition(x, eqx.is_array)
