@@ -78,7 +78,9 @@ def test_with_gains_matches_numpy_under_jit_vmap_and_finite_differences():
     # vmap over gains: one value per set.
     batch = [random_gains(d, seed=s) for s in range(3)]
     stacked = jax.tree.map(lambda *x: jnp.stack(x), *batch)
-    many = eqx.filter_jit(eqx.filter_vmap(lambda gg, o: o((img, gg)), in_axes=(0, None)))
+    many = eqx.filter_jit(
+        eqx.filter_vmap(lambda gg, o: o((img, gg)), in_axes=(0, None))
+    )
     want = [_reference(d, img, gg)[0] for gg in batch]
     assert_allclose(many(stacked, joint), np.array(want), rtol=1e-12)
 
