@@ -567,7 +567,8 @@ def survey(
     - `progress`: show progress between chunks (tqdm when installed, else a line
       per chunk on stderr). Never inside the compiled program.
     - `callback`: `callback(chunk_index, solution_of_the_chunk)` after each chunk
-      computed by this call.
+      computed by this call (station gains of different data sets in it are the
+      padded ones, see [`eqmodels.SurveyResult`][]).
 
     **Returns:** a [`eqmodels.SurveyResult`][].
     """
