@@ -233,3 +233,93 @@ def test_pad_and_stack_over_gains_of_different_data_sets():
     img = jnp.asarray(truth_image())
     got = eqx.filter_jit(eqx.filter_vmap(lambda o: o(img)))(stacked)
     assert_allclose(got, np.array([t(img) for t in terms]), rtol=1e-12)
+
+
+class _Steps(em.AbstractGainPrior):
+    """A gain prior of a user's: log-amplitude steps between intervals (padded
+    intervals would add steps down to 0)."""
+
+    gains: em.StationGains
+
+    def gain_residuals(self, gains):
+        return jnp.diff(gains.log_amp, axis=0).reshape(-1)
+
+
+class _WhereData(em.AbstractGainPrior):
+    """A user's prior that reads the arrays alone and weighs by `present`."""
+
+    gains: em.StationGains
+    reads_gain_tables = False
+
+    def gain_residuals(self, gains):
+        return jnp.where(gains.present, gains.log_amp, 0.0).reshape(-1)
+
+
+def test_survey_over_gains_refuses_what_padding_would_change():
+    """From a review: a user's gain prior that reads the tables (or steps into
+    padded intervals) came out of the survey with another value than its own
+    solve. Such a prior is refused, naming it; one that declares
+    `reads_gain_tables = False` is padded. Also: a model shared by
+    configurations of different data sets is refused naming the configuration;
+    `solve_scipy` checks a `WithGains` model as `solve` does; a prior-only
+    objective refuses gains of another station table; the result is indexed by
+    one configuration, within range."""
+    full = synthetic()
+    sets = [full, _reordered(full.select_time(0.0, 2.5))]
+    gains = [random_gains(x, seed=k, amp=0.05, phase=0.3) for k, x in enumerate(sets)]
+    image = em.PixelImage(GRID, jnp.asarray(truth_image()))
+    models = [(image, g) for g in gains]
+
+    def joints(prior):
+        return em.pad_to_match(
+            [
+                em.WithGains(
+                    em.GainCorrected(em.VisChi2.from_data(x, GRID), g) + prior(g)
+                )
+                for x, g in zip(sets, gains)
+            ]
+        )
+
+    with pytest.raises(ValueError, match=r"configuration 0 holds .* `_Steps`"):
+        em.survey(joints(_Steps), models, max_steps=3)
+    with pytest.raises(ValueError, match="item 0 holds .* `_Steps`"):
+        em.pad_and_stack(joints(_Steps))
+    opted = joints(_WhereData)
+    res = em.survey(opted, models, max_steps=3, devices=jax.devices()[:1])
+    for k in range(2):
+        single = em.solve(opted[k], models[k], max_steps=3)
+        assert_allclose(res[k].value, single.value, rtol=1e-9)
+    # Indexing: one configuration, negative from the end, in range.
+    assert res[-2].model[1].station_names == gains[0].station_names
+    with pytest.raises(IndexError, match="configuration 2 of a survey of 2"):
+        res[2]
+    with pytest.raises(IndexError, match="configuration -3"):
+        res[-3]
+    # One model for two data sets: refused before compiling, naming the fix.
+    with pytest.raises(ValueError, match=r"configuration 1: .*one model per"):
+        em.survey(opted, models[0], max_steps=3)
+    # solve_scipy checks the model as solve does.
+    other = random_gains(full.select_time(0.0, 2.5))
+    with pytest.raises(ValueError, match="different data sets"):
+        em.solve_scipy(_joint(full, gains[0]), (image, other), max_steps=2)
+    # Gains entering through priors alone: the station table is checked.
+    priors = em.WithGains(
+        em.GainAmplitudePrior(gains[0], 0.1) + em.GainPhaseReference(gains[0], "AA")
+    )
+    with pytest.raises(ValueError, match="the model's gains are on the stations"):
+        em.solve(priors, (image, gains[1]), max_steps=2)
+
+
+def test_survey_result_is_indexed_by_one_configuration():
+    """Without the suite's type checker (as users run it): a slice is refused
+    with eqmodels' own message, pointing to the batch."""
+    msg = own_error(
+        "r[0:1]",
+        "TypeError",
+        "z = np.zeros(2, int)\n"
+        "sol = em.Solution(model=np.zeros((2, 3)), value=np.zeros(2), report={}, "
+        "steps=z, result=z, stats={})\n"
+        "r = em.SurveyResult(solutions=sol, data_names=(), chunk_size=1, "
+        "computed_chunks=(0,), loaded_chunks=())",
+    )
+    assert msg is not None and "the whole batch is `result.solutions`" in msg

@@ -101,11 +101,22 @@ class WithGains(eqx.Module, strict=True):
 
     def check_model(self, model: PyTree) -> None:
         """Refuse a model that is not a pair `(image_model, gains)`, or whose
-        gains index other time slots or stations than the objective's terms
-        (checked where the fingerprints are concrete, i.e. outside `jit`;
-        [`eqmodels.solve`][] and [`eqmodels.survey`][] call it before compiling).
+        gains are on another station table than the gains the objective was
+        built with (a gain prior's tolerances and reference station are per
+        column), or index other time slots or stations than its `GainCorrected`
+        terms (where the fingerprints are concrete, i.e. outside `jit`).
+        [`eqmodels.solve`][] and [`eqmodels.survey`][] call it before compiling.
         """
         _, gains = _pair(model)
+        for node in jax.tree.leaves(self.objective, is_leaf=_is_gains):
+            if _is_gains(node) and node.station_names != gains.station_names:
+                raise ValueError(
+                    "the model's gains are on the stations "
+                    f"{list(gains.station_names)}, the objective's gains (its gain "
+                    f"priors and terms) on {list(node.station_names)}: build the "
+                    "model's gains from the objective's data set "
+                    "(`StationGains.from_data(data)`, or `gains.at(data)`)."
+                )
         is_gc = lambda x: isinstance(x, GainCorrected)  # noqa: E731
         for node in jax.tree.leaves(self.objective, is_leaf=is_gc):
             if is_gc(node):

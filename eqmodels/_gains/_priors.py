@@ -10,6 +10,7 @@ and the priors of an objective at once.
 import abc
 import math
 import numbers
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -26,9 +27,21 @@ class AbstractGainPrior(AbstractTerm, strict=True):
     """Base class of gain priors: a penalty `Σ r²` on the field `gains`.
 
     Subclasses declare `gains: StationGains` and implement `gain_residuals(gains)`.
+
+    A [`eqmodels.survey`][] over data sets whose gains differ in solution
+    intervals or station table pads all their gains to one shape (gain 1,
+    `log_amp = phase = 0`, `present` False, where a data set has none) under
+    placeholder tables. It does so under a prior only when the class declares
+    `reads_gain_tables = False`: its arithmetic reads the gains' arrays alone
+    (not `bounds`, `station_names`, `interval_freqs`, nor the number of
+    intervals or stations), gives entries without data nothing (as the built-in
+    priors weigh by `present`), and it holds no per-station or per-interval
+    array of its own. The default, `True`, makes such a survey refuse, naming
+    the class.
     """
 
     gains: eqx.AbstractVar[StationGains]
+    reads_gain_tables: ClassVar[bool] = True
 
     @abc.abstractmethod
     def gain_residuals(self, gains: StationGains) -> Float[Array, " m"]:
@@ -117,6 +130,7 @@ class GainAmplitudePrior(AbstractGainPrior, strict=True):
     (data brighter than the model) are held to 2 %, below 1 allowed 20 %.
     """
 
+    reads_gain_tables: ClassVar[bool] = False
     gains: StationGains
     tol_above: Float[Array, " s"]
     tol_below: Float[Array, " s"]
@@ -159,6 +173,7 @@ class GainPhaseReference(AbstractGainPrior, strict=True):
     station's column as an integer array, `-1` for the mean.)
     """
 
+    reads_gain_tables: ClassVar[bool] = False
     gains: StationGains
     sigma: Float[Array, ""]
     station: Int[Array, ""]
@@ -220,6 +235,7 @@ class GainSmoothness(AbstractGainPrior, strict=True):
     real gains.
     """
 
+    reads_gain_tables: ClassVar[bool] = False
     gains: StationGains
     amp_sigma: Float[Array, ""]
     phase_sigma: Float[Array, ""]

@@ -12,6 +12,7 @@ tables common to all, and puts each configuration's own tables back on its
 solution (`SurveyResult[i]`).
 """
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,16 +20,14 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from .._numerics import asarray
+from ._corrected import GainCorrected
 from ._priors import AbstractGainPrior, GainAmplitudePrior
 from ._station_gains import StationGains
 
 
 def _is_gains(x) -> bool:
     return isinstance(x, StationGains)
-
-
-def _is_node(x) -> bool:
-    return isinstance(x, StationGains | AbstractGainPrior)
 
 
 def _signature(g: StationGains) -> tuple:
@@ -88,28 +87,67 @@ def stack_gains(
     s = max(g.n_stations for g in every)
     t = max(int(np.shape(g.slot_interval)[0]) for g in every)
     per_station = any(np.ndim(g.slot_interval) == 2 for g in every)
+    done: dict[int, StationGains] = {}  # one padding per gains object
 
-    def pad(x):
-        if isinstance(x, StationGains):
-            return _padded(x, k, s, t, per_station)
+    def gains(g):
+        if id(g) not in done:
+            done[id(g)] = _padded(g, k, s, t, per_station)
+        return done[id(g)]
+
+    def pad(x, where, loose):
+        if isinstance(x, GainCorrected):
+            return _replace(x, gains=gains(x.gains))
         if isinstance(x, GainAmplitudePrior):
             # Padded stations' log-amplitudes stay 0: any finite tolerance gives
             # them residual 0 (and gradient 0).
             tol = [
-                np.pad(np.asarray(a), (0, s - np.shape(a)[0]), constant_values=1.0)
+                asarray(
+                    np.pad(np.asarray(a), (0, s - np.shape(a)[0]), constant_values=1.0)
+                )
                 for a in (x.tol_above, x.tol_below)
             ]
-            return _replace(
-                x,
-                gains=_padded(x.gains, k, s, t, per_station),
-                tol_above=tol[0],
-                tol_below=tol[1],
+            return _replace(x, gains=gains(x.gains), tol_above=tol[0], tol_below=tol[1])
+        if isinstance(x, AbstractGainPrior) and not type(x).reads_gain_tables:
+            return _replace(x, gains=gains(x.gains))
+        if isinstance(x, StationGains) and loose:
+            return gains(x)
+        if isinstance(x, StationGains | AbstractGainPrior):
+            holder = (
+                f"`{type(x).__name__}`"
+                if isinstance(x, AbstractGainPrior)
+                else "a module of your own (not a `GainCorrected` term or gain prior)"
             )
-        if isinstance(x, AbstractGainPrior):
-            return _replace(x, gains=_padded(x.gains, k, s, t, per_station))
+            raise ValueError(
+                f"{where} holds station gains in {holder}. A survey over data sets "
+                "whose gains differ in solution intervals or station table pads "
+                "them to one shape under placeholder tables (`bounds`, station "
+                "names, bands), which only eqmodels' own gain terms are known not "
+                "to read. For a gain prior of your own whose arithmetic reads only "
+                "the gains' arrays, set the class attribute `reads_gain_tables = "
+                "False`; otherwise survey each data set's configurations on their "
+                "own."
+            )
         return x
 
-    padded = [jax.tree.map(pad, c, is_leaf=_is_node) for c in configurations]
+    is_node = lambda x: isinstance(  # noqa: E731
+        x, StationGains | AbstractGainPrior | GainCorrected
+    )
+    padded = []
+    for i, c in enumerate(configurations):
+        parts = [c] if model_index is None else list(c)
+        parts = [
+            jax.tree.map(
+                functools.partial(
+                    pad,
+                    where=f"item {i}" if model_index is None else f"configuration {i}",
+                    loose=j == model_index,
+                ),
+                part,
+                is_leaf=is_node,
+            )
+            for j, part in enumerate(parts)
+        ]
+        padded.append(parts[0] if model_index is None else type(c)(parts))
     if model_index is None:
         return padded, None
     tables = tuple(

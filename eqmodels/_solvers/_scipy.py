@@ -92,7 +92,7 @@ def solve_scipy(
         raise ImportError(
             "solve_scipy needs scipy: `pip install eqmodels[scipy]`."
         ) from e
-    check_objective(objective)
+    check_objective(objective, model)
     for name, val in (("max_steps", max_steps), ("maxcor", maxcor), ("maxls", maxls)):
         if isinstance(val, bool) or not isinstance(val, int | np.integer) or val < 1:
             raise ValueError(f"`{name}` must be an int ≥ 1, got {val!r}.")

@@ -4,6 +4,7 @@ devices, checkpointed chunk by chunk."""
 import functools
 import hashlib
 import json
+import operator
 import os
 import pathlib
 import re
@@ -74,13 +75,23 @@ class SurveyResult(eqx.Module, strict=True):
         return int(np.shape(self.solutions.value)[0])
 
     def __getitem__(self, i: int) -> Solution:
-        """The solution of configuration `i` (its station gains, if any, on its
-        own data set's tables)."""
+        """The solution of configuration `i` (negative: from the end), its station
+        gains, if any, on its own data set's tables."""
+        try:
+            i = operator.index(i)
+        except TypeError:
+            raise TypeError(
+                f"index a survey's result by one configuration (an int), got "
+                f"{type(i).__name__}; the whole batch is `result.solutions`."
+            ) from None
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"configuration {i} of a survey of {n} configurations.")
+        i %= n
         sol = jax.tree.map(lambda x: x[i] if eqx.is_array(x) else x, self.solutions)
         if self.gains_tables is None:
             return sol
-        index = range(len(self))[i]  # a negative `i` counts from the end
-        model = restore_gains(sol.model, self.gains_tables[index])
+        model = restore_gains(sol.model, self.gains_tables[i])
         return eqx.tree_at(lambda s: s.model, sol, model, is_leaf=lambda x: x is None)
 
     def chi2(self, names: Sequence[str] | None = None) -> Float[Array, " n"]:
@@ -598,8 +609,18 @@ def survey(
             )
     else:
         solvers = [as_solver(solver)] * n
-    for o, m in zip(objectives, models):
-        check_objective(o, m)
+    for i, (o, m) in enumerate(zip(objectives, models)):
+        try:
+            check_objective(o, m)
+        except ValueError as e:
+            hint = (
+                ""
+                if isinstance(model, list)
+                else " (One model serves every configuration here: a survey over "
+                "data sets with gains of their own takes one model per "
+                "configuration, `model=[(image_model, gains_i), ...]`.)"
+            )
+            raise ValueError(f"configuration {i}: {e}{hint}") from None
     # Gains of different data sets: padded to one shape and table (given back
     # per configuration by `SurveyResult[i]`).
     configurations, gains_tables = stack_gains(list(zip(objectives, models, solvers)))
