@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import eqmodels as em
-from tests.helpers import assert_allclose, central_fd, own_error
+from tests.helpers import assert_allclose, central_fd, own_error, run_without_x64
 from tests.reference import gains as rg
 from tests.reference.numpy_ft import dft_matrix
 
@@ -260,6 +260,27 @@ def test_bins_in_seconds_agree_on_their_edges():
         bad, model_vis=np.asarray(d.vis), interval=60.0, method="phase"
     )
     assert_allclose(np.asarray(cal.vis), np.asarray(d.vis), rtol=1e-6)
+
+
+def test_bins_in_seconds_place_float32_edge_records_in_their_bin():
+    """From a review: with x64 off (float32 times), 10-s records stamped on the
+    edges of 60-s intervals were stored just below the edge and went to the
+    previous interval (5, 6 and 7 records to an interval); `at` on the same data
+    must put every row in the interval `solution_intervals` gives its slot."""
+    out = run_without_x64(
+        "import json, numpy as np, eqmodels as em\n"
+        "grid = em.ImageGrid.from_fov(16, 128.0)\n"
+        "times = np.arange(0, 6, 10 / 3600)\n"
+        "d = em.observe(np.ones((16, 16)) / 256, grid, em.EHT2017, ra=187.7, "
+        "dec=12.4, times=times, add_noise=False)\n"
+        "slot, _ = em.solution_intervals(d, 60)\n"
+        "si = np.asarray(em.StationGains.from_data(d, 60).at(d).slot_interval)\n"
+        "ti, a = np.asarray(d.time_index), np.asarray(d.ant1)\n"
+        "print(json.dumps({'dtype': str(d.time.dtype), "
+        "'counts': np.unique(np.bincount(slot)).tolist(), "
+        "'at': bool(np.all(si[ti, a] == slot[ti]))}))"
+    )
+    assert out == {"dtype": "float32", "counts": [6], "at": True}
 
 
 def test_gain_table_is_not_a_float_leaf():

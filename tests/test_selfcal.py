@@ -157,6 +157,32 @@ def test_bucketed_shapes_change_nothing(corrupted, monkeypatch):
             assert_allclose(padded.phase, other.phase, rtol=0, atol=1e-12)
 
 
+def test_unused_phase_reference_warns_and_numpy_tolerances(corrupted):
+    """From a review: a `phase_reference` that fixes the phase nowhere (a station
+    without data; or one whose every interval is anchored by a station not
+    calibrated) was ignored without a word; `gain_tol` as a numpy number or pair
+    was refused."""
+    _, _, bad = corrupted
+    img = truth_image()
+    with pytest.warns(UserWarning, match="'SM'.* no solution interval: it has no"):
+        em.self_calibrate(
+            bad.flag_stations(["SM"]), img, grid=GRID, phase_reference="SM"
+        )
+    with pytest.warns(UserWarning, match="'LM'.* not calibrated"):
+        em.self_calibrate(
+            bad, img, grid=GRID, stations=["LM", "SM"], phase_reference="LM"
+        )
+    # Where the reference is used, no warning (warnings are errors here).
+    _, ref = em.self_calibrate(bad, img, grid=GRID, phase_reference="AA")
+    assert np.all(np.asarray(ref.phase)[:, 0] == 0)
+    for tol in (np.array([0.02, 0.2]), np.float64(0.2), jnp.asarray(0.2)):
+        _, got = em.self_calibrate(bad, img, grid=GRID, gain_tol=tol)
+        _, want = em.self_calibrate(
+            bad, img, grid=GRID, gain_tol=np.asarray(tol).tolist()
+        )
+        assert_allclose(got.log_amp, want.log_amp, rtol=1e-12)
+
+
 def test_self_calibrate_errors(corrupted):
     _, _, bad = corrupted
     img = truth_image()

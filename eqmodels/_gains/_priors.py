@@ -16,7 +16,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float, Int, Scalar
+from jaxtyping import Array, ArrayLike, Float, Int, Scalar
 
 from .._numerics import asarray
 from .._terms._base import AbstractTerm, ImageLike
@@ -81,6 +81,8 @@ def _tol(name, x):
 
 def tolerance_pair(name, tol) -> tuple[float, float]:
     """`tol` (a number, or a pair `(above, below)`) as two positive floats."""
+    if isinstance(tol, np.ndarray | np.generic | jax.Array) and np.ndim(tol) <= 1:
+        tol = np.asarray(tol).tolist()  # a numpy or JAX number or pair
     if isinstance(tol, tuple | list):
         if len(tol) != 2:
             raise ValueError(
@@ -138,7 +140,7 @@ class GainAmplitudePrior(AbstractGainPrior, strict=True):
     def __init__(
         self,
         gains: StationGains,
-        tol: float | tuple | list | dict = 0.2,
+        tol: float | tuple | list | dict | ArrayLike = 0.2,
     ):
         """**Arguments:**
 

@@ -112,7 +112,7 @@ def self_calibrate(
     method: str = "both",
     stations=None,
     interval: str | float | int = "scan",
-    gain_tol: float | tuple | list | dict = 0.2,
+    gain_tol: float | tuple | list | dict | ArrayLike = 0.2,
     pad_amp: float | int = 0.0,
     debias: bool = True,
     phase_reference: str | None = None,
@@ -241,6 +241,8 @@ def self_calibrate(
     # station present is calibrated do the data leave the phases' sum undetermined.
     k = np.arange(n_int)[:, None]
     anchored = np.any(live & (free[k, a1] != free[k, a2]), axis=1)
+    if ref >= 0 and method != "amp":
+        _check_reference(names[ref], present[:, ref], calibrated[ref], anchored)
     # Padded to bucketed shapes (empty intervals with nothing free, dead rows with
     # weight 0: they change nothing), so that the calls of a recipe, whose interval
     # counts and lengths differ a little from band to band and round to round,
@@ -281,6 +283,26 @@ def self_calibrate(
 
 
 _RTOL = 1e-10  # relative cost change at which an interval's fit has converged
+
+
+def _check_reference(name, present, calibrated, anchored) -> None:
+    """Warn when `phase_reference` fixes the phase in no solution interval (from
+    a review: it was then ignored without a word)."""
+    if not present.any():
+        why = "it has no data"
+    elif calibrated and anchored[present].all():
+        why = (
+            "in every interval where it has data, a station not calibrated "
+            "(`stations`) shares a baseline with the calibrated ones and sets the "
+            "phases, its own included"
+        )
+    else:
+        return
+    warn_user(
+        f"`phase_reference`={name!r} fixes the phase in no solution interval: "
+        f"{why}. The gains are as without a reference; pick a station with data, "
+        "or drop the argument."
+    )
 
 
 def _bucket(n: int) -> int:

@@ -16,6 +16,7 @@ from .._terms._common import index_key_leaf
 from .._validation import is_concrete
 from ._intervals import (
     band_range,
+    edge_hours,
     interval_band_freqs,
     nearest_interval,
     slot_presence,
@@ -380,7 +381,7 @@ class StationGains(eqx.Module, strict=True):
         # `data`'s times in hours from 0 h of these gains' day, and back.
         mjd = int(np.asarray(self.mjd))
         shift_h = 24.0 * (data.mjd - mjd) if mjd >= 0 else 0.0
-        times = data.timestamps() + shift_h
+        times = edge_hours(data.timestamps()) + shift_h
         cols = [
             self.station_names.index(s) if s in self.station_names else -1
             for s in data.station_names
