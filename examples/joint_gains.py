@@ -92,13 +92,16 @@ def main(n_steps=150, seed=0):
     # 4. Joint: image and gains together, gains started from self-calibration.
     # The χ² terms are per row (reduced); the gain prior is a plain sum over gains,
     # as in self-calibration: weighting it by 1/(2N) keeps self-calibration's
-    # balance between the two. `WithGains` takes the model pair `(image_model, gains)` and puts the gains
+    # balance between the two. Scaling every gain amplitude by c and the image by
+    # 1/c changes no visibility: the flux, weighted up, pins that scale (weighted
+    # 1, the image drifted to 0.51 Jy and the gains 7 % up within 300 steps).
+    # `WithGains` takes the model pair `(image_model, gains)` and puts the gains
     # into every GainCorrected term and gain prior: one `solve` moves both.
     objective = em.WithGains(
         em.GainCorrected(vis, gains)
         + cphase
         + logcamp
-        + em.Flux(0.6)
+        + 100 * em.Flux(0.6)
         + tsv
         + em.GainAmplitudePrior(gains, 0.2) / (2 * vis.rows)
         + em.GainPhaseReference(gains, "AA")
