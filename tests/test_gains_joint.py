@@ -106,6 +106,19 @@ def test_with_gains_weights_and_errors():
     assert isinstance(heavier, em.WithGains)
     assert_allclose(heavier((img, g)), 2 * joint((img, g)), rtol=1e-13)
     assert np.array_equal(joint.is_data_term, [True, False, False])
+    # Arithmetic keeps the joint objective: with terms, weights, other joints.
+    tsv = em.TSV(GRID)
+    for built, want in (
+        (joint + 3.0 * tsv, joint((img, g)) + 3.0 * tsv(img)),
+        (3.0 * tsv + joint, joint((img, g)) + 3.0 * tsv(img)),
+        (sum([joint, tsv]), joint((img, g)) + tsv(img)),
+        (joint + joint, 2 * joint((img, g))),
+        (joint * 0.5, 0.5 * joint((img, g))),
+        (np.float64(0.5) * joint, 0.5 * joint((img, g))),
+        (joint / 4, 0.25 * joint((img, g))),
+    ):
+        assert isinstance(built, em.WithGains)
+        assert_allclose(built((img, g)), want, rtol=1e-13)
     # (Without the suite's type checker, as users run it: eqmodels' own message.)
     msg = own_error("em.WithGains(lambda x: 0.0)", "TypeError")
     assert msg is not None and "must be an `eqmodels.Objective`" in msg

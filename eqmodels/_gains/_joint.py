@@ -35,7 +35,9 @@ class WithGains(eqx.Module, strict=True):
     image_model, gains = sol.model
     ```
 
-    It reports like its objective (`names`, `report`, `value_and_report`), and
+    It composes like a term (`joint + 10 * em.TSV(grid)`, `2 * joint`: still a
+    `WithGains`), reports like its objective (`names`, `report`,
+    `value_and_report`), and
     [`eqmodels.survey`][] takes a list of them, also over data sets with gains of
     their own (each configuration's model holding its own data set's gains).
     Freeze one side with `params` (a filter per half of the pair): the image
@@ -90,6 +92,34 @@ class WithGains(eqx.Module, strict=True):
         """The same joint objective with other weights (one per term, in
         `self.names` order): a survey over weights."""
         return WithGains(self.objective.with_weights(weights))
+
+    # numpy must defer `array * joint` to `__rmul__`, as for terms.
+    __array_ufunc__ = None
+
+    def __add__(self, other) -> "WithGains":
+        """`joint + term` (or `+ joint`): the joint objective of the sum."""
+        if isinstance(other, WithGains):
+            other = other.objective
+        if not isinstance(other, AbstractTerm):
+            return NotImplemented
+        return WithGains(self.objective + other)
+
+    def __radd__(self, other) -> "WithGains":
+        if isinstance(other, int | float) and other == 0:
+            return self  # `sum([...])` starts from 0
+        if not isinstance(other, AbstractTerm):
+            return NotImplemented
+        return WithGains(other + self.objective)
+
+    def __mul__(self, weight) -> "WithGains":
+        """`w * joint`: every weight times `w`."""
+        return WithGains(self.objective * weight)
+
+    def __rmul__(self, weight) -> "WithGains":
+        return self.__mul__(weight)
+
+    def __truediv__(self, weight) -> "WithGains":
+        return WithGains(self.objective / weight)
 
     def at(self, model: tuple) -> Objective:
         """The objective with `model`'s gains put in (`with_gains`).
