@@ -393,6 +393,23 @@ def _terms(d):
     return vis, amp
 
 
+def vis_reference(d, img, g):
+    """The numpy reference's `(χ², ∂/∂img, ∂/∂log_amp, ∂/∂phase)` of `d`'s
+    visibilities through the gains `g` at the image `img`."""
+    a0 = dft_matrix(*GRID.shape, GRID.psize, np.asarray(d.u), np.asarray(d.v))
+    return rg.vis_chi2(
+        a0,
+        img,
+        np.asarray(d.vis),
+        np.asarray(d.sigma),
+        np.asarray(g.log_amp),
+        np.asarray(g.phase),
+        np.asarray(g.slot_interval),
+        _pairs(d),
+        d.time_index,
+    )
+
+
 def _vg(term, img, gains):
     """Value and gradient w.r.t. the image and the gains (one compiled program)."""
     loss = lambda pair, t: em.with_gains(t, pair[1])(pair[0])  # noqa: E731
@@ -416,17 +433,7 @@ def test_gain_corrected_matches_numpy(kind, forward):
     la, ph = np.asarray(g.log_amp), np.asarray(g.phase)
     slot = np.asarray(g.slot_interval)
     if kind == "vis":
-        ref = rg.vis_chi2(
-            a0,
-            img,
-            np.asarray(d.vis),
-            np.asarray(d.sigma),
-            la,
-            ph,
-            slot,
-            _pairs(d),
-            d.time_index,
-        )
+        ref = vis_reference(d, img, g)
     else:
         p = em.amplitudes(d)
         ref = rg.amp_chi2(

@@ -15,8 +15,14 @@ import pytest
 import eqmodels as em
 from tests.helpers import assert_allclose, central_fd, own_error
 from tests.reference import gains as rg
-from tests.reference.numpy_ft import dft_matrix
-from tests.test_gains import _pairs, GRID, random_gains, synthetic, truth_image
+from tests.test_gains import (
+    _pairs,
+    GRID,
+    random_gains,
+    synthetic,
+    truth_image,
+    vis_reference,
+)
 
 
 def _joint(d, gains, tol=(0.02, 0.2), reference="AA"):
@@ -32,19 +38,8 @@ def _joint(d, gains, tol=(0.02, 0.2), reference="AA"):
 
 def _reference(d, img, g):
     """The joint objective's value and gradients from the numpy references."""
-    a0 = dft_matrix(*GRID.shape, GRID.psize, np.asarray(d.u), np.asarray(d.v))
     la, ph = np.asarray(g.log_amp), np.asarray(g.phase)
-    v, g_img, g_la, g_ph = rg.vis_chi2(
-        a0,
-        img,
-        np.asarray(d.vis),
-        np.asarray(d.sigma),
-        la,
-        ph,
-        np.asarray(g.slot_interval),
-        _pairs(d),
-        d.time_index,
-    )
+    v, g_img, g_la, g_ph = vis_reference(d, img, g)
     w = 1.0 / (2 * d.n_rows)
     p, p_la = rg.amplitude_prior(la, np.full(6, 0.02), np.full(6, 0.2))
     r, r_ph = rg.phase_reference(ph, 0, 1.0, g.present)
