@@ -447,3 +447,73 @@ print(json.dumps({"value": float(v), "finite": bool(jnp.isfinite(g).all()),
     fwhm = em.uas_to_rad(40.0)
     ref = em.GaussianMoments(grid, fwhm, 0.7 * fwhm, 0.4)(jnp.asarray(out["image"]))
     assert_allclose(out["value"], ref, rtol=1e-4)
+
+
+def test_float32_faint_priors_and_pixels_and_images_near_the_prior():
+    """From a review, in float32 (x64 off) against the float64 references: an
+    entropy whose prior is a narrow `GaussianImage` (its float32 tails underflow
+    to 0) was `+inf` with infinite gradients; `WeightedL1(eps=0)` with a prior
+    pixel of 1e-25 (its square underflows) was NaN or inf; `TV` with an `ε`
+    below float32's range lost a faint pixel's value and gradient; the
+    Gull-Skilling value near `I = P` lost up to 2 % to cancellation."""
+    out = run_without_x64(
+        """
+import json, numpy as np, jax, jax.numpy as jnp, eqmodels as em
+out = {}
+grid = em.ImageGrid.from_fov(64, 128.0)
+model = em.GaussianImage(grid, 0.6, em.uas_to_rad(15.0))
+img = jnp.full(grid.shape, 0.6 / 4096, jnp.float32)
+v, g = jax.value_and_grad(em.SimpleEntropy(model, flux=0.6, normalise=True))(img)
+out["simple"] = [float(v), np.asarray(g, np.float64).tolist(), int(jnp.sum(model() == 0))]
+P = np.full((8, 8), 1e-3); P[2, 2] = 1e-25
+reg = em.WeightedL1(P, eps=0.0)
+out["l1w"] = [float(reg(jnp.asarray(P, jnp.float32))),
+              float(reg(jnp.asarray(P, jnp.float32).at[2, 2].set(1e-3)))]
+g8 = em.ImageGrid.from_fov(8, 16.0)
+I8 = jnp.zeros((8, 8), jnp.float32).at[3, 3].set(1e-21)
+v, g = jax.value_and_grad(em.TV(g8, eps=1e-50))(I8)
+out["tv"] = [float(v), np.asarray(g, np.float64).tolist()]
+xx, yy = np.meshgrid(np.arange(64) - 31.5, np.arange(64) - 31.5)
+Pg = np.exp(-0.5 * (xx**2 + yy**2) / 8.5**2); Pg *= 0.6 / Pg.sum()
+gs = []
+for seed in range(4):
+    rng = np.random.default_rng(seed)
+    I32 = (Pg * (1 + 1e-3 * rng.standard_normal(Pg.shape))).astype(np.float32)
+    gs.append([float(em.GullSkillingEntropy(Pg)(jnp.asarray(I32))), I32.tolist()])
+out["gs"] = gs
+print(json.dumps(out))
+"""
+    )
+    grid = em.ImageGrid.from_fov(64, 128.0)
+    prior = np.asarray(em.GaussianImage(grid, 0.6, em.uas_to_rad(15.0))(), np.float64)
+    value, grad = rr.simple(np.full(grid.shape, 0.6 / 4096), prior, norm=0.6)
+    assert out["simple"][2] > 0  # the float32 image does underflow
+    assert_allclose(out["simple"][0], value, rtol=1e-5)
+    assert_allclose(np.array(out["simple"][1]), grad, rtol=1e-5)
+    p = np.full((8, 8), 1e-3)
+    p[2, 2] = 1e-25
+    assert_allclose(out["l1w"][0], rr.l1w(p, p, eps=0.0)[0], rtol=1e-6)
+    other = p.copy()
+    other[2, 2] = 1e-3
+    assert_allclose(out["l1w"][1], rr.l1w(other, p, eps=0.0)[0], rtol=1e-6)
+    faint = np.zeros((8, 8))
+    faint[3, 3] = 1e-21
+    # ε = 1e-50 is 0 in float32 (the float64 reference's 64·1e-25 is not
+    # there); where a pixel's differences are both 0 its derivative is 0.
+    dr, dc = rr._diffs(faint)
+    s_ = np.hypot(dr, dc)
+    live = s_ > 0
+    value = s_.sum()
+    grad = rr._adjoint_diffs(
+        np.where(live, dr / np.where(live, s_, 1), 0),
+        np.where(live, dc / np.where(live, s_, 1), 0),
+    )
+    assert_allclose(out["tv"][0], value, rtol=1e-6)
+    assert_allclose(np.array(out["tv"][1]), grad, rtol=1e-6)
+    xx, yy = np.meshgrid(np.arange(64) - 31.5, np.arange(64) - 31.5)
+    pg = np.exp(-0.5 * (xx**2 + yy**2) / 8.5**2)
+    pg *= 0.6 / pg.sum()
+    for got, image in out["gs"]:
+        # float32 near the minimum: the terms cancel to (I − P)²/(2P), 1e-6 of
+        # the flux; the float32 image itself is exact in float64.
+        assert_allclose(got, rr.gull_skilling(np.array(image), pg)[0], rtol=5e-3)

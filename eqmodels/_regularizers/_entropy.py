@@ -29,35 +29,45 @@ def _log_ratio_terms(image, prior, log_prior):
     computed when the regularizer was built (in float64, on the host, from the
     prior as given), and where `I/P` would be subnormal: XLA flushes subnormal
     numbers to 0, so a prior's faintest tails (a narrow Gaussian's, below
-    2.2e-308) would give `I/0`, an infinite penalty and a NaN gradient. A float32 image uses `ln I − ln P` throughout: a
-    prior's faint tails (a Gaussian's reach 1e-60 at a field's edge) flush to 0 in
-    float32."""
+    2.2e-308) would give `I/0`, an infinite penalty and a NaN gradient. A float32
+    image does the same with float32's normal range: a prior's faint tails (a
+    Gaussian's reach 1e-60 at a field's edge) flush to 0 in float32, and there
+    `ln P` comes from the host."""
     ok = ~(image <= 0)  # a NaN pixel stays NaN (`image > 0` would zero it)
     i_s = jnp.where(ok, image, 1.0)
     log_p = jnp.where(ok, as_dtype(log_prior, image), 0.0)
-    if image.dtype == jnp.float64:
-        p = as_dtype(prior, image)
-        # `I/P` itself must be normal too: a prior above 1 with a faint pixel
-        # (I = 1e-307, P = 10) would flush it to 0 and give ln 0 = −inf.
-        tiny = np.finfo(np.float64).tiny
-        normal = ok & (p >= tiny) & (i_s >= tiny * jnp.maximum(p, 1.0))
-        # One logarithm per pixel: `ln(I/P) − 0` where P is normal (the same bits
-        # as `ln(I/P)`), `ln(I/1) − ln P` elsewhere.
-        ratio = i_s / jnp.where(normal, p, 1.0)
-        log_ratio = jnp.log(ratio) - jnp.where(normal, 0.0, log_p)
-    else:
-        log_ratio = jnp.log(i_s) - log_p
+    p = as_dtype(prior, image)
+    # `I/P` itself must be normal too: a prior above 1 with a faint pixel
+    # (I = 1e-307, P = 10) would flush it to 0 and give ln 0 = −inf. In float32
+    # the bound is sqrt(tiny), ~1e-19: XLA rewrites the derivative of `ln(I/P)`
+    # with a constant `P` into forms whose intermediates square `P` (NaN and
+    # inf gradients at P ~ 1e-38…1e-34 under `jit`).
+    tiny = np.finfo(image.dtype).tiny
+    if image.dtype != jnp.float64:
+        tiny = float(np.sqrt(tiny))
+    normal = ok & (p >= tiny) & (i_s >= tiny * jnp.maximum(p, 1.0))
+    # One logarithm per pixel: `ln(I/P) − 0` where P is normal (the same bits
+    # as `ln(I/P)`), `ln(I/1) − ln P` elsewhere. (In float32 too: `ln I − ln P`
+    # throughout lost `|ln I|·eps` near `I = P`, from a review.)
+    ratio = i_s / jnp.where(normal, p, 1.0)
+    log_ratio = jnp.log(ratio) - jnp.where(normal, 0.0, log_p)
     return ok, i_s, jnp.where(ok, i_s * log_ratio, 0.0)
 
 
 def _prior_and_log(prior) -> tuple[Float[Array, "ny nx"], Float[Array, "ny nx"]]:
     """The checked prior and `ln P` (`−inf` where `P = 0`), the latter from the
-    prior as given (float64 on the host when concrete), before any cast."""
+    prior as given (float64 on the host when concrete), before any cast; from an
+    image model's own `log_image()` where it has one (computed in log space:
+    finite where the model's image underflows, e.g. a Gaussian's float32 tails)."""
+    log_image = None
     if isinstance(prior, AbstractImageModel):
+        log_image = getattr(prior, "log_image", None)
         prior = prior()  # evaluated once, for both
     stored = check_prior(prior)
     raw = as_real("prior", prior)
-    if is_concrete(raw):
+    if callable(log_image):
+        log_p = log_image()
+    elif is_concrete(raw):
         with np.errstate(divide="ignore"):
             log_p = np.log(np.asarray(raw, np.float64))
     else:
@@ -167,5 +177,7 @@ class GullSkillingEntropy(AbstractRegularizer, strict=True):
         check_image_shape(image, self.prior.shape, "GullSkillingEntropy")
         prior = as_dtype(self.prior, image)
         ok, i_s, t = _log_ratio_terms(image, prior, self.log_prior)
-        out = jnp.sum(prior + jnp.where(ok, t - i_s, 0.0)) + _negative_part(image)
+        # `(P − I) + I ln(I/P)` per pixel: near `I = P` the two nearly cancel
+        # each other, not `P` against `I ln(I/P) − I` (a float32 value lost 1e-2).
+        out = jnp.sum(jnp.where(ok, prior - i_s, prior) + t) + _negative_part(image)
         return out / as_dtype(self.flux, image) if self.normalise else out

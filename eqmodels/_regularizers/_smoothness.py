@@ -3,6 +3,7 @@
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Float, Scalar
 
 from .._custom_types import RealLike
@@ -76,10 +77,12 @@ class TV(AbstractRegularizer, strict=True):
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
         check_image_shape(image, self.grid.shape, "TV")
         d_row, d_col = forward_differences(image)
-        if self.eps == 0 and image.dtype == jnp.float32:
+        if image.dtype == jnp.float32 and self.eps < np.finfo(np.float32).tiny:
             # float32 squares of differences below ~1e-19 flush to 0 (a faint
             # pixel's gradient would vanish); scaled, they do not. (float64 keeps
             # eht-imaging's form, the same bits; it underflows only below 1e-154.)
+            # An `ε` below float32's normal range is 0 there (from a review: 1e-50
+            # took the unscaled form and lost the faint pixels).
             out = jnp.sum(safe_hypot(d_row, d_col))
         else:
             out = jnp.sum(safe_sqrt(d_row * d_row + d_col * d_col + self.eps))

@@ -8,7 +8,7 @@ from jaxtyping import Array, ArrayLike, Float, Scalar
 from .._custom_types import ArraySequence, RealLike
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel
-from .._numerics import safe_sqrt
+from .._numerics import safe_hypot, safe_sqrt
 from .._validation import check_flag, is_concrete
 from ._base import (
     AbstractRegularizer,
@@ -78,15 +78,27 @@ class WeightedL1(AbstractRegularizer, strict=True):
         self.prior = check_prior(prior, nonneg=False)
         self.grid = prior_grid(prior)
         self.eps = check_eps(eps)
-        if self.eps == 0 and is_concrete(self.prior) and np.any(self.prior == 0):
-            raise ValueError(
-                "`eps`=0 with a `prior` that has zero pixels divides by zero there: "
-                "give `eps` > 0 (the default 1e-10) or a prior without zeros."
-            )
+        if self.eps == 0 and is_concrete(self.prior):
+            stored = np.asarray(self.prior)
+            # Subnormal pixels count as 0: XLA flushes them (1e-45 in float32).
+            if np.any(np.abs(stored) < np.finfo(stored.dtype).tiny):
+                raise ValueError(
+                    "`eps`=0 with a `prior` that has zero (or, in its dtype, "
+                    "subnormal) pixels divides by zero there: give `eps` > 0 (the "
+                    "default 1e-10) or a prior without zeros."
+                )
 
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
         check_image_shape(image, self.prior.shape, "WeightedL1")
         prior = as_dtype(self.prior, image)
-        num = safe_sqrt(image * image + self.eps)
-        den = jnp.sqrt(prior * prior + self.eps) + self.eps
+        if image.dtype == jnp.float64:  # eht-imaging's form, the same bits
+            num = safe_sqrt(image * image + self.eps)
+            den = jnp.sqrt(prior * prior + self.eps) + self.eps
+        else:
+            # float32 squares below ~1e-19 flush to 0 (from a review: a prior
+            # pixel of 1e-25 with ε = 0 divided by 0): scaled hypotenuses,
+            # `sqrt(x² + ε) = hypot(x, sqrt ε)`, keep them.
+            root = jnp.full_like(image, np.sqrt(self.eps))
+            num = safe_hypot(image, root)
+            den = safe_hypot(prior, root) + self.eps
         return jnp.sum(num / den)
