@@ -134,6 +134,8 @@ def test_with_gains_weights_and_errors():
         em.solve(joint, em.PixelImage(GRID, img), max_steps=2)
     with pytest.raises(TypeError, match="got a tuple of 3"):
         joint((img, g, g))
+    with pytest.raises(TypeError, match=r"got `\(gains, image_model\)`: swap"):
+        joint((g, img))
     # Gains of another data set (other time slots).
     other = em.StationGains.from_data(d.select_time(0.0, 2.5))
     with pytest.raises(ValueError, match="different data sets"):

@@ -180,6 +180,16 @@ class WithGains(eqx.Module, strict=True):
 
 def _pair(model) -> tuple:
     if (
+        isinstance(model, tuple | list)
+        and len(model) == 2
+        and isinstance(model[0], StationGains)
+        and not isinstance(model[1], StationGains)
+    ):
+        raise TypeError(
+            "a WithGains objective takes the model pair `(image_model, gains)`, "
+            "got `(gains, image_model)`: swap the two."
+        )
+    if (
         not isinstance(model, tuple | list)
         or len(model) != 2
         or not isinstance(model[1], StationGains)

@@ -205,7 +205,8 @@ def _split(trees: Sequence[PyTree]):
                     raise ValueError(
                         "configurations have array leaves of different shapes "
                         f"({sorted({np.shape(x) for x in leaves})}): pad data sets "
-                        "to one length (zero-weight rows)."
+                        "to one length (zero-weight rows) with "
+                        "`em.pad_to_match(objectives)`."
                     )
                 shared.append(None)
                 stacked.append(np.stack([np.asarray(x) for x in leaves]))
