@@ -36,10 +36,10 @@ class WithGains(eqx.Module, strict=True):
     ```
 
     It composes like a term (`joint + 10 * em.TSV(grid)`, `2 * joint`: still a
-    `WithGains`), reports like its objective (`names`, `report`,
-    `value_and_report`), and
-    [`eqmodels.survey`][] takes a list of them, also over data sets with gains of
-    their own (each configuration's model holding its own data set's gains).
+    `WithGains`) and reports like its objective (`names`, `report`,
+    `value_and_report`). [`eqmodels.survey`][] takes a list of them, also over
+    data sets with gains of their own (each configuration's model holding its
+    own data set's gains).
     Freeze one side with `params` (a filter per half of the pair): the image
     while the gains settle, `params=(False, em.is_real_float_array)`; the gains,
     `params=(em.is_real_float_array, False)`.

@@ -4,8 +4,9 @@ static table, and given back per configuration.
 A `StationGains`' interval table (`bounds`), station names and bands are static
 and its arrays are shaped by the data set, so the gains of two days differ in
 structure and one `vmap` cannot stack them. None of the static tables enters the
-arithmetic (the rows reach their gains through the integer leaves `stations`,
-`time_index` and `slot_interval`), so `survey` pads every configuration's gains
+arithmetic of eqmodels' own gain terms (the rows reach their gains through the
+integer leaves `stations`, `time_index` and `slot_interval`; the priors weigh by
+`present`), so `survey` pads every configuration's gains
 to the largest `(intervals, stations, time slots)` with gain 1 where nothing
 looks (`log_amp = phase = 0`, absent, no row pointing there), under placeholder
 tables common to all, and puts each configuration's own tables back on its
@@ -41,7 +42,7 @@ def _signature(g: StationGains) -> tuple:
 
 
 def _table(g: StationGains) -> tuple:
-    """What padding drops and `_restore` needs: shapes and static tables."""
+    """What padding drops and `restore_gains` needs: shapes and static tables."""
     k, s = np.shape(g.log_amp)
     return (
         k,
@@ -71,7 +72,9 @@ def stack_gains(
     differs, which the survey's structure check reports), the configurations
     unchanged and `tables` `None`. Otherwise the padded configurations and, per
     configuration, the tables of the gains in its model (in `jax.tree.leaves`
-    order), for [`restore_gains`].
+    order), for `restore_gains`. Gains held by anything but a `GainCorrected`
+    term, a gain prior declaring `reads_gain_tables = False` or (loosely) the
+    model are refused: a module of a user's may read the tables.
     """
     configurations = list(configurations)
     found = [
