@@ -240,6 +240,37 @@ def test_params_given_as_a_filter_pytree():
         assert_allclose(got.value, want.value, rtol=1e-12)
 
 
+class _Logged(eqx.Module):
+    """A user's objective that names its terms and reports them with its value."""
+
+    objective: em.Objective
+
+    @property
+    def names(self):
+        return self.objective.names
+
+    def value_and_report(self, model):
+        return self.objective.value_and_report(model)
+
+    def __call__(self, model):
+        return self.objective(model)
+
+
+def test_an_objective_with_names_and_value_and_report_is_reported_in_the_loop():
+    """`solve`'s L-BFGS reports every objective that has `names` and
+    `value_and_report` from the evaluation it already makes (not only an
+    `Objective`), traced once: the same value and report as the objective's."""
+    obj = _term() + W_TSV * em.TSV(GRID)
+    want = em.solve(obj, start(), max_steps=20)
+    before = _solve.TRACE_COUNT[0]
+    got = em.solve(_Logged(obj), start(), max_steps=20)
+    assert _solve.TRACE_COUNT[0] == before + 1
+    assert_allclose(got.value, want.value, rtol=1e-12)
+    assert set(got.report) == set(obj.names)
+    for k in obj.names:
+        assert_allclose(got.report[k], want.report[k], rtol=1e-12)
+
+
 def test_zoom_steps_within_rounding_are_not_a_failed_search():
     """Optax's zoom search accepts a step on its approximate Wolfe condition,
     which may raise the value by rounding; only a search that reports failure

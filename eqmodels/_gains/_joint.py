@@ -11,11 +11,7 @@ from jaxtyping import Array, ArrayLike, Float, PyTree, Scalar
 from .._custom_types import RealLike
 from .._terms._base import AbstractTerm, as_objective, Objective
 from ._corrected import check_same_tables, GainCorrected
-from ._station_gains import StationGains, with_gains
-
-
-def _is_gains(x) -> bool:
-    return isinstance(x, StationGains)
+from ._station_gains import gains_in, StationGains, with_gains
 
 
 class WithGains(eqx.Module, strict=True):
@@ -62,7 +58,7 @@ class WithGains(eqx.Module, strict=True):
                 "`objective` must be an `eqmodels.Objective` or a term holding "
                 f"station gains, got {type(objective).__name__}."
             )
-        if not any(_is_gains(x) for x in jax.tree.leaves(objective, is_leaf=_is_gains)):
+        if not gains_in(objective):
             raise ValueError(
                 "`objective` holds no station gains (no `GainCorrected` term, no "
                 "gain prior): there is nothing for the gains to act on. Wrap the "
@@ -138,8 +134,8 @@ class WithGains(eqx.Module, strict=True):
         [`eqmodels.solve`][] and [`eqmodels.survey`][] call it before compiling.
         """
         _, gains = _pair(model)
-        for node in jax.tree.leaves(self.objective, is_leaf=_is_gains):
-            if _is_gains(node) and node.station_names != gains.station_names:
+        for node in gains_in(self.objective):
+            if node.station_names != gains.station_names:
                 raise ValueError(
                     "the model's gains are on the stations "
                     f"{list(gains.station_names)}, the objective's gains (its gain "

@@ -515,5 +515,20 @@ def with_gains(tree, gains: StationGains):
     for node in jax.tree_util.tree_leaves(tree, is_leaf=is_gc):
         if is_gc(node):
             check_same_tables(node.term, gains)
-    is_g = lambda x: isinstance(x, StationGains)  # noqa: E731
-    return jax.tree_util.tree_map(lambda x: gains if is_g(x) else x, tree, is_leaf=is_g)
+    return jax.tree_util.tree_map(
+        lambda x: gains if is_station_gains(x) else x, tree, is_leaf=is_station_gains
+    )
+
+
+def is_station_gains(x) -> bool:
+    """Whether `x` is a `StationGains` (an `is_leaf` for tree walks)."""
+    return isinstance(x, StationGains)
+
+
+def gains_in(tree) -> list[StationGains]:
+    """Every `StationGains` in `tree`, in `jax.tree.leaves` order."""
+    return [
+        x
+        for x in jax.tree_util.tree_leaves(tree, is_leaf=is_station_gains)
+        if is_station_gains(x)
+    ]

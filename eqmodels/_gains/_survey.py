@@ -24,11 +24,7 @@ import numpy as np
 from .._numerics import asarray
 from ._corrected import GainCorrected
 from ._priors import AbstractGainPrior, GainAmplitudePrior
-from ._station_gains import StationGains
-
-
-def _is_gains(x) -> bool:
-    return isinstance(x, StationGains)
+from ._station_gains import gains_in, is_station_gains, StationGains
 
 
 def _signature(g: StationGains) -> tuple:
@@ -77,10 +73,7 @@ def stack_gains(
     model are refused: a module of a user's may read the tables.
     """
     configurations = list(configurations)
-    found = [
-        [x for x in jax.tree.leaves(c, is_leaf=_is_gains) if _is_gains(x)]
-        for c in configurations
-    ]
+    found = [gains_in(c) for c in configurations]
     if not found or not found[0] or len({len(f) for f in found}) != 1:
         return configurations, None
     if all(len({_signature(f[j]) for f in found}) == 1 for j in range(len(found[0]))):
@@ -154,12 +147,7 @@ def stack_gains(
     if model_index is None:
         return padded, None
     tables = tuple(
-        tuple(
-            _table(g)
-            for g in jax.tree.leaves(c[model_index], is_leaf=_is_gains)
-            if _is_gains(g)
-        )
-        for c in configurations
+        tuple(_table(g) for g in gains_in(c[model_index])) for c in configurations
     )
     return padded, tables
 
@@ -202,7 +190,7 @@ def restore_gains(model, tables: tuple):
     it = iter(tables)
 
     def back(x):
-        if not _is_gains(x):
+        if not is_station_gains(x):
             return x
         k, s, t, ndim, bounds, names, freqs = next(it)
         slots = np.asarray(x.slot_interval)[:t]
@@ -221,4 +209,4 @@ def restore_gains(model, tables: tuple):
             freqs,
         )
 
-    return jax.tree.map(back, model, is_leaf=_is_gains)
+    return jax.tree.map(back, model, is_leaf=is_station_gains)

@@ -12,10 +12,8 @@ from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Bool, Float, Int, PyTree, Scalar
 
 from .._compile import run_once_jit
-from .._gains._joint import WithGains
 from .._numerics import asarray
 from .._sharding._mesh import unsplit
-from .._terms._base import Objective
 from ._common import (
     batch_while_loop,
     FTOL,
@@ -357,7 +355,11 @@ def solve_traced(
         # The report rides along with each evaluation (cast to the parameters'
         # dtype, a fixed carry type): one copy of the objective in the program,
         # none after the loop.
-        with_report = isinstance(objective, Objective | WithGains)
+        # An objective that names its terms and reports them with its value
+        # (`Objective`, `WithGains`, or a user's with the same two members).
+        with_report = isinstance(getattr(objective, "names", None), tuple) and (
+            callable(getattr(objective, "value_and_report", None))
+        )
         aux0 = (
             {name: jnp.zeros((), x0.dtype) for name in objective.names}
             if with_report
@@ -533,7 +535,10 @@ def solve(
     - `objective`: `objective(model) -> scalar`, usually an [`eqmodels.Objective`][]
       (or an [`eqmodels.WithGains`][] of one, for a joint image + gain solve of
       the model pair `(image_model, gains)`); its `report(model)` (if any) fills
-      `Solution.report`.
+      `Solution.report`. An objective with `names` (a tuple) and
+      `value_and_report(model) -> (value, {name: value})`, as those two have,
+      is reported from the same evaluation as its value (no second copy of it
+      in the compiled program).
     - `model`: the initial image model — a [`eqmodels.PixelImage`][] (masked or
       not), a parametric model, a user's neural field: any module whose
       floating-point leaves are the parameters.
