@@ -132,6 +132,7 @@ class GainAmplitudePrior(AbstractGainPrior, strict=True):
     (data brighter than the model) are held to 2 %, below 1 allowed 20 %.
     """
 
+    report_name = "gain_amp"
     reads_gain_tables: ClassVar[bool] = False
     gains: StationGains
     tol_above: Float[Array, " s"]
@@ -175,6 +176,7 @@ class GainPhaseReference(AbstractGainPrior, strict=True):
     station's column as an integer array, `-1` for the mean.)
     """
 
+    report_name = "gain_ref"
     reads_gain_tables: ClassVar[bool] = False
     gains: StationGains
     sigma: Float[Array, ""]
@@ -237,6 +239,7 @@ class GainSmoothness(AbstractGainPrior, strict=True):
     real gains.
     """
 
+    report_name = "gain_smooth"
     reads_gain_tables: ClassVar[bool] = False
     gains: StationGains
     amp_sigma: Float[Array, ""]
