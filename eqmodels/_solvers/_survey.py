@@ -590,8 +590,6 @@ def survey(
             "`objectives` must be a non-empty sequence of objectives (one per "
             "configuration), e.g. `[obj.with_weights(w) for w in weights]`."
         )
-    for o in objectives:
-        check_objective(o)
     n = len(objectives)
     # One model per configuration as a list only: a tuple is a model (a pytree),
     # as `solve` takes it.
@@ -610,6 +608,7 @@ def survey(
             )
     else:
         solvers = [as_solver(solver)] * n
+    # Each objective (callable), and its model where it checks one (`WithGains`).
     for i, (o, m) in enumerate(zip(objectives, models)):
         try:
             check_objective(o, m)
