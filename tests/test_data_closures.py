@@ -415,6 +415,24 @@ def test_systematic_noise_on_amplitudes(avg):
         eqm.add_systematic_noise(avg, every).sigma,
         eqm.add_systematic_noise(avg, f).sigma,
     )
+    # Entries for stations absent from the data apply to nothing (eht-imaging's
+    # reading): one table serves every day of an array. The shipped M87 table
+    # names SP, which never observes M87 (it was refused, naming SP).
+    assert "XX" not in avg.station_names
+    for fn in (eqm.add_systematic_noise, eqm.amplitudes):
+        assert_allclose(
+            fn(avg, systematic_noise={**fs, "XX": 0.3}).sigma,
+            fn(avg, systematic_noise=fs).sigma,
+            rtol=0,
+        )
+    table = eqm.m87_systematic_noise()
+    assert "SP" in table and "SP" not in avg.station_names
+    present = {k: v for k, v in table.items() if k in avg.station_names}
+    assert_allclose(
+        eqm.add_systematic_noise(avg, table).sigma,
+        eqm.add_systematic_noise(avg, present).sigma,
+        rtol=0,
+    )
 
 
 def test_fractional_noise_before_closures(avg):
@@ -462,8 +480,15 @@ def test_product_errors(avg):
         eqm.closure_phases(avg, systematic_cphase_noise="3")
     with pytest.raises(ValueError, match="fractional_noise"):
         eqm.closure_phases(avg, fractional_noise=-0.1)
-    with pytest.raises(ValueError, match="unknown station"):
-        eqm.amplitudes(avg, systematic_noise={"XX": 0.1})
+    # A present station's code in the wrong case is a misspelling, not another
+    # station; a key that is not a name is refused.
+    with pytest.raises(ValueError, match=r"'aa', which is 'AA' here.*case-sensitive"):
+        eqm.amplitudes(avg, systematic_noise={"aa": 0.1})
+    with pytest.raises(TypeError, match="systematic_noise.*station names.*0"):
+        eqm.add_systematic_noise(avg, {0: 0.1})
+    # An absent station's entry is still checked: it is wrong on any day.
+    with pytest.raises(ValueError, match=r"systematic_noise\['XX'\].*>= 0"):
+        eqm.add_systematic_noise(avg, {"AA": 0.1, "XX": -0.1})
     with pytest.raises(ValueError, match=">= 0"):
         eqm.add_systematic_noise(avg, -0.1)
     with pytest.raises(TypeError, match="number|systematic_noise"):

@@ -762,6 +762,14 @@ def test_priors_match_numpy():
     # Free stations (no default) cost nothing; phase steps of 2π cost nothing.
     free = em.GainAmplitudePrior(g, {"AA": 0.1})
     assert_allclose(free(img), np.sum((la[:, 0] / 0.1) ** 2), rtol=1e-12)
+    # Entries for stations absent from the gains are ignored (one dict for every
+    # day of an array, as eht-imaging reads its `gain_tol` dicts).
+    assert "XX" not in g.station_names
+    wide = em.GainAmplitudePrior(g, {"AA": 0.1, "XX": 0.01, "default": 0.3})
+    narrow = em.GainAmplitudePrior(g, {"AA": 0.1, "default": 0.3})
+    assert_allclose(wide.tol_above, narrow.tol_above, rtol=0)
+    assert_allclose(wide.tol_below, narrow.tol_below, rtol=0)
+    assert_allclose(wide(img), narrow(img), rtol=0)
     wrapped = eqx.tree_at(lambda q: q.phase, g, g.phase.at[1:].add(2 * math.pi))
     smooth = em.GainSmoothness(g, math.inf, 0.3)
     assert_allclose(em.with_gains(smooth, wrapped)(img), smooth(img), rtol=1e-9)
@@ -801,8 +809,12 @@ def test_prior_errors():
         em.GainAmplitudePrior(g, "0.2")
     with pytest.raises(TypeError, match=r"tol\[0\].*number"):
         em.GainAmplitudePrior(g, ("0.02", 0.2))
-    with pytest.raises(ValueError, match="unknown station.*XX"):
-        em.GainAmplitudePrior(g, {"XX": 0.1})
+    with pytest.raises(ValueError, match=r"tol.*'aa', which is 'AA' here"):
+        em.GainAmplitudePrior(g, {"aa": 0.1})
+    with pytest.raises(TypeError, match="tol.*station names"):
+        em.GainAmplitudePrior(g, {("AA",): 0.1})
+    with pytest.raises(ValueError, match=r"tol\['XX'\].*> 0"):
+        em.GainAmplitudePrior(g, {"XX": 0.0})
     with pytest.raises(ValueError, match="station.*not one of"):
         em.GainPhaseReference(g, "XX")
     with pytest.raises(ValueError, match="single solution interval"):

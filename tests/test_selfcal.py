@@ -181,6 +181,14 @@ def test_unused_phase_reference_warns_and_numpy_tolerances(corrupted):
             bad, img, grid=GRID, gain_tol=np.asarray(tol).tolist()
         )
         assert_allclose(got.log_amp, want.log_amp, rtol=1e-12)
+    # A dict's entries for stations absent from the data are ignored (one dict
+    # for every day of an array, as eht-imaging reads `gain_tol`).
+    assert "SP" not in bad.station_names
+    tols = {"AA": 0.05, "LM": (0.1, 0.5)}
+    _, got = em.self_calibrate(bad, img, grid=GRID, gain_tol={**tols, "SP": 0.01})
+    _, want = em.self_calibrate(bad, img, grid=GRID, gain_tol=tols)
+    assert_allclose(got.log_amp, want.log_amp, rtol=0)
+    assert_allclose(got.phase, want.phase, rtol=0)
 
 
 def test_self_calibrate_errors(corrupted):

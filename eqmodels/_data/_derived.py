@@ -104,7 +104,9 @@ def amplitudes(
     - `debias`: `A = sqrt(|V|² - σ²)` where `|V| > σ`, else 0; `False` keeps `|V|`.
     - `snr_cut`: drop rows with `A/σ < snr_cut` (before systematic noise).
     - `systematic_noise`: per-station fraction `f` (`σ' = sqrt(σ² + 2 f² A²)`) or a
-      dict `{station: f}` (`σ' = sqrt(σ² + (f1² + f2²) A²)`).
+      dict `{station: f}` (`σ' = sqrt(σ² + (f1² + f2²) A²)`; stations it does not
+      name: 0; entries for stations absent from `data` are ignored, so one table
+      such as [`eqmodels.m87_systematic_noise`][] serves every day).
 
     **Returns:** [`eqmodels.AmpProducts`][].
     """

@@ -3,7 +3,8 @@
 - `add_systematic_noise(data, f)`: a per-station fractional error `f` on each
   visibility. A scalar `f` (the same at every station) gives
   `σ' = sqrt(σ² + (√2 f |V|)²)`; a per-site dict gives
-  `σ' = sqrt(σ² + (f_s1² + f_s2²) |V|²)` (stations absent from the dict: 0).
+  `σ' = sqrt(σ² + (f_s1² + f_s2²) |V|²)` (stations absent from the dict: 0;
+  entries for stations absent from the data are ignored).
   `|V|` is the debiased amplitude by default, as eht-imaging's `vis`/`amp` terms.
   This is eht-imaging's `systematic_noise` imager option.
 - `add_fractional_noise(data, f)`: `σ' = sqrt(σ² + (f |V|)²)` with the raw `|V|`
@@ -16,6 +17,7 @@ import numpy as np
 from jaxtyping import ArrayLike, Float
 
 from .._validation import check_flag, host_real
+from ._stations import station_entries
 from ._visdata import VisData
 
 
@@ -46,17 +48,12 @@ def systematic_level(data: VisData, systematic_noise) -> np.ndarray:
     dict of station name → fraction."""
     n = data.n_rows
     if isinstance(systematic_noise, dict):
-        unknown = [k for k in systematic_noise if k not in data.station_names]
-        if unknown:
-            raise ValueError(
-                f"`systematic_noise` names unknown station(s) {unknown}; this data "
-                f"has {list(data.station_names)}."
-            )
+        table = station_entries(
+            systematic_noise, data.station_names, "systematic_noise", check_fraction
+        )
         per = np.zeros(data.n_stations)
-        for k, f in systematic_noise.items():
-            per[data.station_names.index(k)] = check_fraction(
-                f"systematic_noise[{k!r}]", f
-            )
+        for k, f in table.items():
+            per[data.station_names.index(k)] = f
         a1, a2 = np.asarray(data.ant1), np.asarray(data.ant2)
         return np.sqrt(per[a1] ** 2 + per[a2] ** 2)
     f = check_fraction("systematic_noise", systematic_noise)
@@ -72,7 +69,10 @@ def add_systematic_noise(
 
     - `data`: a [`eqmodels.VisData`][].
     - `systematic_noise`: a fraction `f` for every station (`σ' = sqrt(σ² + 2 f²
-      |V|²)`), or a dict `{station: f}` (`σ' = sqrt(σ² + (f_1² + f_2²) |V|²)`).
+      |V|²)`), or a dict `{station: f}` (`σ' = sqrt(σ² + (f_1² + f_2²) |V|²)`;
+      stations it does not name: 0; entries for stations absent from `data` are
+      ignored, so one table such as [`eqmodels.m87_systematic_noise`][] serves
+      every day).
     - `debias`: use the debiased amplitude for `|V|` (eht-imaging's default for its
       `vis` and `amp` terms).
 

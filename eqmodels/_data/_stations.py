@@ -1,5 +1,7 @@
 """Station tables (names, ECEF positions, SEFDs) and the shipped EHT 2017 array."""
 
+from collections.abc import Callable
+
 import equinox as eqx
 import numpy as np
 from jaxtyping import ArrayLike, Float
@@ -121,6 +123,41 @@ def _check_names(arg: str, names) -> tuple[str, ...]:
     if len(set(names)) != len(names):
         raise ValueError(f"`{arg}` has repeated station names: {list(names)}.")
     return names
+
+
+def station_entries(
+    table: dict, station_names, arg: str, check: Callable, reserved=()
+) -> dict:
+    """`{key: check(f"{arg}[{key!r}]", value)}` over a per-station table
+    `{station: value}` (a dict of station settings, such as systematic noise or
+    gain tolerances), kept for the stations of `station_names` (and the keys of
+    `reserved`, such as `"default"`), in the table's order.
+
+    Entries for stations absent from `station_names` are dropped, after their
+    values are checked: they apply to no data here, so one table serves every day
+    of an array (eht-imaging reads its dicts the same way, by the data's
+    stations). Keys must be strings, and one that differs from a present station's
+    name only in letter case is refused as a misspelling of it: codes are
+    case-sensitive.
+    """
+    present = set(station_names)
+    folded = {s.casefold(): s for s in station_names}
+    kept = {}
+    for key, value in table.items():
+        if not isinstance(key, str):
+            raise TypeError(
+                f"`{arg}` must be keyed by station names (strings), got {key!r}."
+            )
+        near = folded.get(key.casefold())
+        if key not in present and key not in reserved and near is not None:
+            raise ValueError(
+                f"`{arg}` names station {key!r}, which is {near!r} here (station "
+                "codes are case-sensitive)."
+            )
+        checked = check(f"{arg}[{key!r}]", value)
+        if key in present or key in reserved:
+            kept[key] = checked
+    return kept
 
 
 # The EHT 2017 array (230 GHz).

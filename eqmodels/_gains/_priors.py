@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int, Scalar
 
+from .._data._stations import station_entries
 from .._numerics import asarray
 from .._terms._base import AbstractTerm, ImageLike
 from ._station_gains import StationGains
@@ -97,24 +98,15 @@ def station_tolerances(
     tol, station_names, name: str = "tol"
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per-station `(above, below)` tolerances from a number, a pair, or a dict
-    `{station: number or pair}` (key `"default"` for the others, else ∞)."""
+    `{station: number or pair}` (key `"default"` for the others, else ∞;
+    entries for stations absent from `station_names` are ignored)."""
     n = len(station_names)
     if isinstance(tol, dict):
-        unknown = [k for k in tol if k != "default" and k not in station_names]
-        if unknown:
-            raise ValueError(
-                f"`{name}` names unknown station(s) {unknown}; the gains have "
-                f"{list(station_names)}."
-            )
-        default = (
-            tolerance_pair(f"{name}['default']", tol["default"])
-            if "default" in tol
-            else (math.inf, math.inf)
+        tol = station_entries(
+            tol, station_names, name, tolerance_pair, reserved=("default",)
         )
-        pairs = [
-            tolerance_pair(f"{name}[{s!r}]", tol[s]) if s in tol else default
-            for s in station_names
-        ]
+        default = tol.get("default", (math.inf, math.inf))
+        pairs = [tol.get(s, default) for s in station_names]
     else:
         pairs = [tolerance_pair(name, tol)] * n
     arr = np.array(pairs, np.float64)
@@ -148,7 +140,9 @@ class GainAmplitudePrior(AbstractGainPrior, strict=True):
         - `gains`: the [`eqmodels.StationGains`][] it constrains.
         - `tol`: a fractional tolerance (a number), an asymmetric pair
           `(above 1, below 1)`, or a dict `{station: number or pair}` with an
-          optional `"default"` (stations not named are free, `τ = ∞`, without it).
+          optional `"default"` (stations not named are free, `τ = ∞`, without it);
+          entries for stations absent from `gains` are ignored (one dict serves
+          every day of an array).
         """
         if not isinstance(gains, StationGains):
             raise TypeError(

@@ -137,7 +137,8 @@ def self_calibrate(
       `{station: number or pair, "default": ...}`; stations the dict does not
       name take its `"default"`, else 0.2 (unlike
       [`eqmodels.GainAmplitudePrior`][], which leaves them free: a per-interval
-      fit with a free amplitude absorbs the noise).
+      fit with a free amplitude absorbs the noise); entries for stations absent
+      from `data` are ignored (one dict serves every day of an array).
     - `pad_amp`: fractional noise added to σ in the fit, `σ'² = σ² + (pad_amp |V|)²`.
     - `debias`: with `method="amp"`, fit the debiased amplitudes.
     - `phase_reference`: a station whose phase is 0 in every interval where it has
