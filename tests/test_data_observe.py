@@ -2,6 +2,7 @@
 limits, thermal noise from the radiometer equation, station errors."""
 
 import math
+import warnings
 
 import jax.numpy as jnp
 import numpy as np
@@ -299,6 +300,30 @@ def test_observe_errors():
     with pytest.raises(ValueError, match="`times` has 2 repeated"):
         eqm.uv_tracks(eqm.EHT2017, **M87, freq=230e9, mjd=57854,
                       times=np.array([3.0, 1.0, 3.0, 3.0]))  # fmt: skip
+    # The usual unit slips (from a user walkthrough: each gave a quietly wrong
+    # observation, σ 3e4× too large or a track over 9.6 years). A frequency in GHz
+    # is named before anything else (a forward-model warning about points too
+    # short for the field came first).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="`freq` 230 is outside.*230e9"):
+            eqm.observe(img, grid, eqm.EHT2017, freq=230.0, **kw)
+    with pytest.raises(ValueError, match="`freq` 230 is outside"):
+        eqm.uv_tracks(eqm.EHT2017, **M87, freq=230.0, mjd=57854, times=[1.0])
+    for bw in (2.0, 999.0, 230e9):
+        with pytest.raises(ValueError, match="`bandwidth`.*in Hz.*2e9"):
+            eqm.observe(img, grid, eqm.EHT2017, bandwidth=bw, **kw)
+    eqm.observe(img, grid, eqm.EHT2017, bandwidth=1e3, **kw)  # the least taken
+    seconds = np.arange(0.0, 86400.0, 600.0)
+    for t in (seconds, [-25.0, 1.0], [1.0, 48.5]):
+        with pytest.raises(ValueError, match="`times` reaches.*hours UTC.*3600"):
+            eqm.observe(img, grid, eqm.EHT2017, **dict(kw, times=t))
+    with pytest.raises(ValueError, match="`times` reaches 85800"):
+        eqm.uv_tracks(eqm.EHT2017, **M87, freq=230e9, mjd=57854, times=seconds)
+    # Across midnight, either side, is a track (no error).
+    eqm.observe(img, grid, eqm.EHT2017, **dict(kw, times=[-23.5, 20.0, 47.5]))
+    with pytest.warns(UserWarning, match="`integration` is 0.00277778 s.*10.0"):
+        eqm.observe(img, grid, eqm.EHT2017, integration=10 / 3600, **kw)
     # Only the South Pole: M87 never rises there.
     with pytest.raises(ValueError, match="elevation limit"):
         eqm.observe(

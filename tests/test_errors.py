@@ -99,6 +99,28 @@ def test_points_beyond_nyquist_warn_and_stay_exact(name):
         )
 
 
+@pytest.mark.parametrize("name", FORWARDS)
+def test_points_in_gigawavelengths_warn(name):
+    """u, v in Gλ where wavelengths are expected: the longest point makes ~5e-9
+    fringe cycles across the field of view and the data see only the total flux.
+    Every forward model warns, naming the units; real points, the shortest real
+    (intra-site) baselines, and points all at the origin do not."""
+    data = em.load_uvfits(em.example_uvfits())
+    grid = em.ImageGrid.from_fov(32, 128.0)
+    u, v = np.asarray(data.u), np.asarray(data.v)
+    intra = np.maximum(np.abs(u), np.abs(v)) < 1e7  # ALMA-APEX, JCMT-SMA
+    assert intra.any()
+    make = FORWARDS[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        make(grid, u, v)
+        make(grid, u[intra], v[intra])
+        make(grid, np.zeros(3), np.zeros(3))
+    for scale, cycles in ((1e9, "5.1e-09"), (1e6, "5.1e-06")):
+        with pytest.warns(UserWarning, match=f"{cycles} fringe cycles.*not Gλ or Mλ"):
+            make(grid, u / scale, v / scale)
+
+
 def test_nufft_eps():
     with pytest.raises(ValueError, match="eps"):
         em.NUFFT(GRID, U, V, eps=0.0)

@@ -33,7 +33,7 @@ def test_points_take_lists_tuples_and_arrays():
         assert dtype == np.float64
         assert_allclose(u, U, rtol=0)
         assert_allclose(v, V, rtol=0)
-    u, v, dtype = prepare_points(GRID, [0, 1], (2, 3), None, "test")  # integers
+    u, v, dtype = prepare_points(GRID, [0, 10**9], (2 * 10**9, 10**9), None, "test")
     assert dtype == np.float64 and u.dtype == np.float64
 
 
@@ -49,7 +49,8 @@ def test_forward_models_take_lists_under_the_type_checker(cls, conv):
     assert_allclose(model(img), ref, rtol=1e-10)
     moved = model.at(conv(V.tolist()), conv(U.tolist()))
     assert_allclose(moved(img), em.DirectFT(GRID, V, U)(img), rtol=1e-10)
-    ints = cls(GRID, conv([0, 1000]), np.array([0, 2000]), **kw)
+    # Integer wavelengths (1 and 2 Gλ: a warning names points far too short).
+    ints = cls(GRID, conv([0, 10**9]), np.array([0, 2 * 10**9]), **kw)
     assert ints.dtype == np.float64 and ints.shape == (2,)
 
 

@@ -12,16 +12,23 @@ from .._forward._direct import DirectFT
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
 from .._numerics import asarray
-from .._validation import check_flag, is_concrete, positive_number
+from .._validation import check_flag, is_concrete, positive_number, warn_user
 from ._earth import baseline_uvw, elevation, gmst
 from ._stations import StationTable
-from ._visdata import check_ra_dec, VisData
+from ._visdata import check_freq, check_ra_dec, VisData
 
 
 #: Speed of light (m/s).
 C_LIGHT = 299792458.0
 # Matrix entries per DirectFT block when `forward` is not given.
 _BLOCK_ENTRIES = 2**22
+# Plausibility limits on `observe`'s units, against the usual slips (times in
+# seconds, bandwidth in GHz, an integration in hours): times are hours of day, a
+# track may cross midnight; a continuum bandwidth is at least a kHz; an
+# integration under 0.1 s is unusual for imaging (a warning, not an error).
+_MAX_HOURS = 24.0
+_MIN_BANDWIDTH = 1e3
+_SHORT_INTEGRATION = 0.1
 
 
 def thermal_sigma(
@@ -80,7 +87,7 @@ def uv_tracks(
     (hours UTC of day `mjd`) for a source at (`ra`, `dec`) degrees (`ra` in
     [0, 360], `dec` in [-90, 90]), keeping the rows where both stations are above
     their elevation limit. `times` must be distinct (each gives one row per
-    baseline).
+    baseline) and within [−24, 48] h; `freq` in Hz, within 1e6–1e13.
 
     `(u, v)` of row `(i, j)` is the projection of `(r_i - r_j) / λ` (the uvfits
     convention), Thompson, Moran & Swenson eq. 4.1 with the Greenwich hour angle
@@ -94,13 +101,20 @@ def uv_tracks(
             f"`array` must be a StationTable (e.g. eqmodels.EHT2017), got "
             f"{type(array).__name__}."
         )
-    freq = positive_number("freq", freq)
+    freq = check_freq(freq)
     ra, dec = check_ra_dec(ra, dec)
     if isinstance(mjd, bool) or not isinstance(mjd, numbers.Integral):
         raise TypeError(f"`mjd` must be an integer day, got {mjd!r}.")
     times = np.atleast_1d(np.asarray(times, np.float64))
     if times.ndim != 1 or times.size == 0 or not np.all(np.isfinite(times)):
         raise ValueError("`times` must be a non-empty 1-d array of finite hours.")
+    if times.min() < -_MAX_HOURS or times.max() > 2 * _MAX_HOURS:
+        far = times.max() if times.max() > 2 * _MAX_HOURS else times.min()
+        raise ValueError(
+            f"`times` reaches {far:g}: times are hours UTC of day `mjd`, within "
+            f"[-{_MAX_HOURS:g}, {2 * _MAX_HOURS:g}] (a track may cross midnight). "
+            "Seconds of day are hours × 3600: divide them by 3600."
+        )
     uniq, counts = np.unique(times, return_counts=True)
     if uniq.size < times.size:
         raise ValueError(
@@ -189,7 +203,10 @@ def observe(
     - `array`: a [`eqmodels.StationTable`][] such as `eqmodels.EHT2017`.
     - `ra`, `dec`: source position in degrees (taken as coordinates of date).
     - `freq` (Hz), `mjd` (day), `times` (hours UTC of that day, the integration
-      midpoints), `integration` (s, per row), `bandwidth` (Hz).
+      midpoints), `integration` (s, per row), `bandwidth` (Hz). Checked against
+      the usual unit slips: `freq` within 1e6–1e13 Hz, `bandwidth` at least 1 kHz
+      and below `freq`, `times` within [−24, 48] h (errors); an `integration`
+      under 0.1 s warns.
     - `seed`: numpy random seed, an integer >= 0 (noise and gains).
     - `add_noise`: add thermal noise (sigmas are set either way).
     - `efficiency`: digitisation efficiency `η`; `n_pol`: parallel hands averaged
@@ -207,8 +224,20 @@ def observe(
     add_noise = check_flag("add_noise", add_noise)
     random_phases = check_flag("random_phases", random_phases)
     check_flag("elevation_limit", elevation_limit)
+    freq = check_freq(freq)  # before the tracks: a frequency in GHz named first
     integration = positive_number("integration", integration)
     bandwidth = positive_number("bandwidth", bandwidth)
+    if bandwidth < _MIN_BANDWIDTH or bandwidth >= freq:
+        raise ValueError(
+            f"`bandwidth` {bandwidth:g} Hz is outside [{_MIN_BANDWIDTH:g} Hz, `freq`): "
+            "bandwidths are in Hz (2 GHz is `2e9`)."
+        )
+    if integration < _SHORT_INTEGRATION:
+        warn_user(
+            f"`integration` is {integration:g} s per row: integrations are in "
+            "seconds (10 s is `10.0`, not `10 / 3600`); the thermal noise grows "
+            "as 1/sqrt(integration)."
+        )
     efficiency = positive_number("efficiency", efficiency)
     if isinstance(n_pol, bool) or n_pol not in (1, 2):
         raise ValueError(f"`n_pol` must be 1 or 2, got {n_pol!r}.")

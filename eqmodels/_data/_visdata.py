@@ -644,6 +644,15 @@ class VisData(eqx.Module, strict=True):
         )
 
 
+def check_freq(freq) -> float:
+    """One observing frequency in Hz (a number or a 0-d array), in the range
+    `load_uvfits` accepts (1e6–1e13 Hz: a frequency in GHz is refused)."""
+    freqs = _freqs(freq)
+    if len(freqs) != 1:
+        raise ValueError(f"`freq` must be one frequency in Hz, got {freq!r}.")
+    return freqs[0]
+
+
 def _freqs(freq) -> tuple[float, ...]:
     """`freq` (a number, a 0-d array or a sequence) as a tuple of Hz."""
     arr = np.asarray(freq) if not isinstance(freq, str) else None

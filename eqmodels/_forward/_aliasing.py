@@ -1,5 +1,6 @@
-"""Points beyond the image grid's Nyquist limit: a warning, the same for every
-forward model."""
+"""Points at the wrong scale for the image grid: beyond its Nyquist limit (an
+`AliasingWarning`), or all within a tiny fraction of one fringe across its field
+of view (u, v in Gλ by mistake). Warnings, the same for every forward model."""
 
 import numpy as np
 
@@ -38,4 +39,28 @@ def warn_beyond_nyquist(grid, u: np.ndarray, v: np.ndarray, who: str) -> None:
             "tell apart: use a smaller `psize` (more pixels over the same field of "
             "view) or drop the longest baselines. See `eqmodels.AliasingWarning`.",
             AliasingWarning,
+        )
+
+
+# Below this many fringe cycles across the field of view at the longest (u, v)
+# point, the data see nothing but the total flux. EHT points given in Gλ by
+# mistake reach ~5e-9 over a 128 µas field (in wavelengths: ~5), and the shortest
+# real baselines (intra-site, ~2e6 λ) still reach ~1e-3 over 128 µas.
+_UNRESOLVED_CYCLES = 1e-5
+
+
+def warn_unresolved_field(grid, u: np.ndarray, v: np.ndarray, who: str) -> None:
+    """Warn when even the longest of the concrete, not all zero, points `u`, `v`
+    makes fewer than `1e-5` fringe cycles across `grid`'s field of view: every
+    visibility is then the total flux to 1e-10, and the usual cause is `u`, `v`
+    in Gλ (or Mλ) where wavelengths are expected."""
+    longest = float(np.max(np.maximum(np.abs(u), np.abs(v)), initial=0.0))
+    cycles = longest * max(grid.nx, grid.ny) * grid.psize
+    if 0.0 < cycles < _UNRESOLVED_CYCLES:
+        warn_user(
+            f"{who}: the longest (u, v) point, {longest:.3g} wavelengths, makes "
+            f"{cycles:.2g} fringe cycles across the grid's field of view: the "
+            "visibilities see only the image's total flux. `u` and `v` must be in "
+            "wavelengths (not Gλ or Mλ: multiply those by 1e9 or 1e6), and the "
+            "grid's `psize` in radians."
         )

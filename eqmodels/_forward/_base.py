@@ -23,7 +23,7 @@ from .._validation import (
     is_concrete,
     resolve_float_dtype,
 )
-from ._aliasing import warn_beyond_nyquist
+from ._aliasing import warn_beyond_nyquist, warn_unresolved_field
 
 
 class AbstractForwardModel(eqx.Module, strict=True):
@@ -149,7 +149,8 @@ class AbstractForwardModel(eqx.Module, strict=True):
 def prepare_points(grid, u, v, dtype, who: str):
     """Validate the constructor arguments shared by every forward model (`who`
     names it in messages); warn (`AliasingWarning`) about concrete points beyond
-    the grid's Nyquist limit.
+    the grid's Nyquist limit, and about points too short to resolve anything in
+    its field of view (u, v in Gλ by mistake).
 
     Returns `(u, v, dtype)` with `u`, `v` as numpy arrays of `dtype` (or tracers).
     """
@@ -163,6 +164,7 @@ def prepare_points(grid, u, v, dtype, who: str):
         u = np.asarray(u, dtype)
         v = np.asarray(v, dtype)
         warn_beyond_nyquist(grid, u, v, who)
+        warn_unresolved_field(grid, u, v, who)
     else:  # traced: the model's dtype all the same (a float32 model's `.at`)
         u = jnp.asarray(u, dtype)
         v = jnp.asarray(v, dtype)
