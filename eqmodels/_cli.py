@@ -249,7 +249,7 @@ def _image(args, t0) -> int:
             **({} if args.zbl is None else {"zbl": args.zbl}),
         )
     data, grid = report["data"], report["grid"]
-    em.save_fits(image, grid, args.output, overwrite=True, **report["fits_metadata"])
+    em.save_fits(image, grid, args.output, overwrite=True, data=data)
     log(f"wrote {args.output}")
     if args.png:
         try:

@@ -972,6 +972,52 @@ def test_load_fits_metadata_round_trips_through_save_fits(tmp_path):
         eqm.load_fits(_edited_fits(tmp_path, np.ones((4, 4)), FREQ=-1.0), metadata=True)
 
 
+def test_save_fits_takes_the_metadata_of_its_data(tmp_path):
+    """`save_fits(..., data=vis)` writes the data's position, source, frequency
+    and date (with the first timestamp's time of day); keywords override them.
+    From a user walkthrough: written without them (RA = Dec = 0), eht-imaging
+    refused to observe the image with the real data."""
+    d = eqm.load_uvfits(LOCAL)
+    grid = eqm.ImageGrid(8, 8, eqm.uas_to_rad(4.0))
+    p = tmp_path / "a.fits"
+    eqm.save_fits(_test_image(grid), grid, p, data=d)
+    meta = eqm.load_fits(p, metadata=True)[2]
+    t0 = float(np.min(np.asarray(d.time)))
+    want = dict(ra=d.ra, dec=d.dec, freq=d.band_freqs[0], source=d.source)
+    assert {k: meta[k] for k in want} == want
+    assert_allclose(meta["mjd"], d.mjd + t0 / 24, rtol=1e-15)
+    q = tmp_path / "b.fits"
+    eqm.save_fits(_test_image(grid), grid, q, data=d, ra=10.0, source="X", mjd=57000)
+    over = eqm.load_fits(q, metadata=True)[2]
+    assert (over["ra"], over["dec"], over["source"], over["mjd"]) == (
+        10.0,
+        d.dec,
+        "X",
+        57000,
+    )
+    bare = tmp_path / "c.fits"
+    eqm.save_fits(_test_image(grid), grid, bare)
+    assert eqm.load_fits(bare, metadata=True)[2] == {
+        "ra": 0.0,
+        "dec": 0.0,
+        "source": "unknown",
+    }
+    # (Our own message: the suite's type checker refuses a dict first.)
+    out = str(tmp_path / "d.fits")
+    msg = own_error(
+        f"em.save_fits(np.ones((8, 8)), em.ImageGrid(8, 8, 1e-11), {out!r}, data={{}})",
+        "TypeError",
+    )
+    assert msg == "`data` must be a VisData, got dict."
+    eh = pytest.importorskip("ehtim")
+    from tests.helpers import quiet
+
+    with quiet():
+        im = eh.image.load_fits(str(p))
+        obs = eh.obsdata.load_uvfits(str(LOCAL))
+        im.observe_same_nonoise(obs, ttype="direct")  # refused at RA = Dec = 0
+
+
 def test_save_fits_takes_zero_dimensional_arrays(tmp_path):
     """From a review: `freq=data.freq` as a 0-d array was refused as "not a
     positive frequency"; numbers held in 0-d numpy / JAX arrays are numbers."""

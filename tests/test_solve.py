@@ -494,6 +494,16 @@ class _OwnLeastSquares(em.AbstractLeastSquaresSolver):
             "_OwnLeastSquares subclasses AbstractLeastSquaresSolver",
         ),
         (lambda: em.LBFGS(linesearch="wolfe"), ValueError, "`linesearch`"),
+        # A numpy start image (a porting user's): its raw pixels would be fitted,
+        # with nothing to keep them positive. A JAX array is taken as it is.
+        *(
+            (
+                lambda fn=fn: fn(_term(), np.asarray(start()())),
+                TypeError,
+                r"`model` is a numpy array.*PixelImage.from_image.*jnp.asarray",
+            )
+            for fn in (em.solve, em.solve_scipy, lambda o, m: em.survey([o], m))
+        ),
         (lambda: em.LBFGS(0), ValueError, "`memory_size`"),
         (
             lambda: em.Adam(np.array([1.0, 2.0])),

@@ -11,7 +11,7 @@ from .._custom_types import RealScalar
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
 from .._validation import file_path, positive_number
-from ._visdata import check_ra_dec
+from ._visdata import check_ra_dec, VisData
 
 
 def import_astropy_fits():
@@ -59,11 +59,12 @@ def save_fits(
     grid: ImageGrid,
     path: str | os.PathLike,
     *,
-    ra: float | int = 0.0,
-    dec: float | int = 0.0,
+    data: VisData | None = None,
+    ra: float | int | None = None,
+    dec: float | int | None = None,
     freq: RealScalar | None = None,
     mjd: RealScalar | None = None,
-    source: str = "unknown",
+    source: str | None = None,
     overwrite: bool = False,
 ) -> None:
     """Write an image as a FITS primary HDU that standard tools (astropy.wcs,
@@ -81,18 +82,32 @@ def save_fits(
     - `image`: `(ny, nx)` array (Jy/pixel) or an image model.
     - `grid`: its [`eqmodels.ImageGrid`][].
     - `path`: output file.
-    - `ra`, `dec`: phase-centre position in degrees.
+    - `data`: the [`eqmodels.VisData`][] the image was made from: the defaults of
+      the five below (its `ra`, `dec`, `source`, first band's frequency, and day
+      with its first timestamp's time of day, as eht-imaging dates its images).
+      Without it (nor those keywords) the header says RA = Dec = 0, and
+      eht-imaging refuses to observe the image with the real data's coordinates.
+    - `ra`, `dec`: phase-centre position in degrees (default `data`'s, else 0).
     - `freq`: observing frequency in Hz (written as the `FREQ` header keyword);
       `mjd`: the date as a modified Julian date, whole (a `VisData.mjd`) or with
       the time of day as its fraction (`data.mjd + t / 24` for `t` hours, as
       eht-imaging dates its images), written as `MJD-OBS` (and `MJD`, which
-      eht-imaging reads); `source`: `OBJECT`.
+      eht-imaging reads); `source`: `OBJECT` (default `data`'s, else
+      `"unknown"`). Each given overrides `data`'s.
     - `overwrite`: replace an existing file.
     """
     fits = import_astropy_fits()
     if not isinstance(grid, ImageGrid):
         raise TypeError(f"`grid` must be an ImageGrid, got {type(grid).__name__}.")
     arr = as_image_array(image, grid)
+    if data is not None and not isinstance(data, VisData):
+        raise TypeError(f"`data` must be a VisData, got {type(data).__name__}.")
+    meta = {} if data is None else image_metadata(data)
+    ra = meta.get("ra", 0.0) if ra is None else ra
+    dec = meta.get("dec", 0.0) if dec is None else dec
+    freq = meta.get("freq") if freq is None else freq
+    mjd = meta.get("mjd") if mjd is None else mjd
+    source = meta.get("source", "unknown") if source is None else source
     ra, dec = check_ra_dec(ra, dec)  # degrees, ra in [0, 360], |dec| <= 90
     if freq is not None:
         # A number or a 0-d array (a `VisData.freq`).
@@ -134,6 +149,20 @@ def save_fits(
         h["MJD-OBS"] = float(mjd)
         h["MJD"] = (float(mjd), "date (eht-imaging reads this key)")
     hdu.writeto(path, overwrite=overwrite)
+
+
+def image_metadata(data: VisData) -> dict[str, Any]:
+    """`save_fits`'s keyword arguments for an image of `data`: source, position,
+    the first band's frequency, and the day with the first timestamp's time of day
+    (as eht-imaging dates its images: the pipeline's 2017-04-11 image has MJD
+    57854.02228)."""
+    return dict(
+        ra=data.ra,
+        dec=data.dec,
+        freq=data.band_freqs[0],
+        mjd=data.mjd + float(np.min(np.asarray(data.time))) / 24.0,
+        source=data.source,
+    )
 
 
 def load_fits(

@@ -13,6 +13,7 @@ import numpy as np
 
 from .._compile import run_once_jit
 from .._data._derived import amplitudes, closure_phases, log_closure_amplitudes
+from .._data._fitsimage import image_metadata
 from .._data._noise import add_fractional_noise, add_systematic_noise
 from .._data._recipe_ops import (
     blur_image,
@@ -484,7 +485,7 @@ def image_m87(
         "time_s": time.perf_counter() - t_start,
         "stages_s": clock,
         "flux": float(final.sum()),
-        "fits_metadata": fits_metadata(data0),
+        "fits_metadata": image_metadata(data0),
     }
     stages = ", ".join(f"{k} {v:.1f}" for k, v in clock.items())
     say(
@@ -492,20 +493,6 @@ def image_m87(
         f"{report['flux']:.3f} Jy"
     )
     return final, report
-
-
-def fits_metadata(data) -> dict:
-    """`save_fits`'s keyword arguments for an image of `data`: source, position,
-    the first band's frequency, and the day with the first timestamp's time of day
-    (as eht-imaging dates its images: the pipeline's 2017-04-11 image has MJD
-    57854.02228)."""
-    return dict(
-        ra=data.ra,
-        dec=data.dec,
-        freq=data.band_freqs[0],
-        mjd=data.mjd + float(np.min(np.asarray(data.time))) / 24.0,
-        source=data.source,
-    )
 
 
 TABLE_KEYS = ("amp", "vis", "cphase", "logcamp")

@@ -492,6 +492,16 @@ def check_objective(objective, model=None):
             "`objective` must be callable as `objective(model) -> scalar` (an "
             f"`eqmodels.Objective` or any term), got {type(objective).__name__}."
         )
+    if isinstance(model, np.ndarray | np.generic):
+        # A porting user's start image (eht-imaging's imagers start from one):
+        # solved as it is, its pixels would be fitted directly, with nothing to
+        # keep them positive (from a user walkthrough: 1847 of 4096 came back < 0).
+        raise TypeError(
+            "`model` is a numpy array: give the image model to optimise, e.g. "
+            "`em.PixelImage.from_image(image, grid)` (log pixels, always positive: "
+            "eht-imaging's default), or `jnp.asarray(image)` to fit the raw pixels "
+            "themselves."
+        )
     check = getattr(objective, "check_model", None)
     if model is not None and callable(check):
         check(model)
@@ -541,7 +551,9 @@ def solve(
       in the compiled program).
     - `model`: the initial image model — a [`eqmodels.PixelImage`][] (masked or
       not), a parametric model, a user's neural field: any module whose
-      floating-point leaves are the parameters.
+      floating-point leaves are the parameters. (A bare numpy image is refused:
+      `PixelImage.from_image(image, grid)` fits positive log pixels;
+      `jnp.asarray(image)` fits the raw pixels.)
     - `solver`: an [`eqmodels.LBFGS`][] (default: backtracking line search;
       `LBFGS(linesearch="zoom")` for optax's zoom search), [`eqmodels.Adam`][], any
       `optax.GradientTransformation`, [`eqmodels.GaussNewton`][] or
