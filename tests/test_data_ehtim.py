@@ -2,6 +2,7 @@
 coherent scan averaging, closure sets and values, systematic noise. Skipped when
 ehtim is not installed."""
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -311,3 +312,50 @@ def test_eht_imaging_reads_what_save_uvfits_writes(ours, theirs, tmp_path):
         np.testing.assert_array_equal(obs.tarr[k], ref.tarr[k])
     for k in ("time", "tint", "u", "v"):
         np.testing.assert_array_equal(obs.data[k], ref.data[k])
+
+
+def test_an_ehtim_image_is_named_and_its_pixels_are_ours(theirs):
+    """From a user walkthrough: an eht-imaging `Image` given to a term failed in
+    JAX ("dtype object is not a valid JAX array type"). The message names the
+    conversion, and the conversion it names is right: an asymmetric, off-centre
+    Gaussian's visibilities through it equal eht-imaging's own `sample_uv`."""
+    from .helpers import own_error
+
+    obs = theirs[1]  # scan-averaged
+    with quiet():
+        im = eh.image.make_square(obs, 24, eqm.uas_to_rad(120.0))
+        im = im.add_gauss(
+            0.6,
+            (eqm.uas_to_rad(40.0), eqm.uas_to_rad(20.0), 0.5)
+            + (eqm.uas_to_rad(10.0), eqm.uas_to_rad(-20.0)),
+        )
+        uv = np.stack([obs.data["u"], obs.data["v"]], axis=1)
+        want = im.sample_uv(uv, ttype="direct")[0]
+    grid = eqm.ImageGrid(im.ydim, im.xdim, im.psize)
+    pixels = im.imvec.reshape(im.ydim, im.xdim)
+    forward = eqm.DirectFT(grid, uv[:, 0], uv[:, 1])
+    got = np.asarray(forward(jnp.asarray(pixels)))
+    assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
+    setup = (
+        "import warnings; warnings.simplefilter('ignore')\n"
+        "import contextlib, io\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    import ehtim as eh\n"
+        "    im = eh.image.Image(np.ones((8, 8)), 1e-11, 187.7, 12.4)\n"
+        "t = em.TV(em.ImageGrid(8, 8, 1e-11))"
+    )
+    msg = own_error("t(im)", "TypeError", setup)
+    assert "eht-imaging Image" in msg and "image.imvec.reshape(" in msg
+    # An eht-imaging Obsdata where a VisData is taken: the message names the route.
+    obs_setup = setup + f"\nobs = eh.obsdata.load_uvfits({str(LOCAL)!r})"
+    for call in ("em.closure_phases(obs)", "em.self_calibrate(obs, np.ones((8, 8)))"):
+        msg = own_error(call, "TypeError", obs_setup)
+        assert msg == (
+            "`data` must be a VisData, got Obsdata: save it with "
+            "`obs.save_uvfits(path)` and read that with `em.load_uvfits(path)`."
+        ), call
+    msg = own_error("t(object())", "TypeError", setup)
+    assert msg == (
+        "`image` must be an image array (ny, nx) in Jy/pixel or an eqmodels image "
+        "model, got object."
+    )

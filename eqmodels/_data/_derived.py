@@ -43,12 +43,11 @@ from ._products import (
     ClosurePhaseProducts,
     LogClosureAmpProducts,
 )
-from ._visdata import VisData
+from ._visdata import check_visdata, VisData
 
 
 def _check_data(data):
-    if not isinstance(data, VisData):
-        raise TypeError(f"`data` must be a VisData, got {type(data).__name__}.")
+    check_visdata(data)
 
 
 def _check_cut(name, x):

@@ -11,7 +11,7 @@ from .._custom_types import RealScalar
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
 from .._validation import file_path, positive_number
-from ._visdata import check_ra_dec, VisData
+from ._visdata import check_ra_dec, check_visdata, VisData
 
 
 def import_astropy_fits():
@@ -100,8 +100,8 @@ def save_fits(
     if not isinstance(grid, ImageGrid):
         raise TypeError(f"`grid` must be an ImageGrid, got {type(grid).__name__}.")
     arr = as_image_array(image, grid)
-    if data is not None and not isinstance(data, VisData):
-        raise TypeError(f"`data` must be a VisData, got {type(data).__name__}.")
+    if data is not None:
+        check_visdata(data)
     meta = {} if data is None else image_metadata(data)
     ra = meta.get("ra", 0.0) if ra is None else ra
     dec = meta.get("dec", 0.0) if dec is None else dec

@@ -19,7 +19,7 @@ from .._custom_types import RealScalar
 from .._grid import ImageGrid
 from .._numerics import asarray
 from .._validation import check_radians, positive_number
-from ._visdata import VisData
+from ._visdata import check_visdata, VisData
 
 
 #: A Gaussian's FWHM over its standard deviation, `2 sqrt(2 ln 2)`.
@@ -27,8 +27,7 @@ FWHM_PER_SIGMA = 2.0 * math.sqrt(2.0 * math.log(2.0))
 
 
 def _check_data(data):
-    if not isinstance(data, VisData):
-        raise TypeError(f"`data` must be a VisData, got {type(data).__name__}.")
+    check_visdata(data)
 
 
 def taper_kernel(data: VisData, fwhm: float) -> np.ndarray:

@@ -6,7 +6,7 @@ import numpy as np
 
 from .._validation import check_flag, file_path
 from ._fitsimage import import_astropy_fits
-from ._visdata import mjd_date, VisData
+from ._visdata import check_visdata, mjd_date, VisData
 
 
 #: Julian date of MJD 0.
@@ -51,8 +51,7 @@ def save_uvfits(data: VisData, path: str | os.PathLike, *, overwrite: bool = Fal
     Needs astropy (`pip install 'eqmodels[io]'`).
     """
     fits = import_astropy_fits()
-    if not isinstance(data, VisData):
-        raise TypeError(f"`data` must be a VisData, got {type(data).__name__}.")
+    check_visdata(data)
     overwrite = check_flag("overwrite", overwrite)
     if len(data.band_freqs) != 1:
         raise ValueError(

@@ -644,6 +644,19 @@ class VisData(eqx.Module, strict=True):
         )
 
 
+def check_visdata(data, name: str = "data") -> None:
+    """Refuse what is not a `VisData`, naming eht-imaging's `Obsdata` route."""
+    if isinstance(data, VisData):
+        return
+    hint = (
+        ": save it with `obs.save_uvfits(path)` and read that with "
+        "`em.load_uvfits(path)`"
+        if type(data).__name__ == "Obsdata"
+        else ""
+    )
+    raise TypeError(f"`{name}` must be a VisData, got {type(data).__name__}{hint}.")
+
+
 def check_freq(freq) -> float:
     """One observing frequency in Hz (a number or a 0-d array), in the range
     `load_uvfits` accepts (1e6–1e13 Hz: a frequency in GHz is refused)."""

@@ -12,7 +12,7 @@ import numbers
 
 import numpy as np
 
-from .._data._visdata import DEFAULT_SCAN_GAP_S, VisData
+from .._data._visdata import check_visdata, DEFAULT_SCAN_GAP_S, VisData
 
 
 def check_interval(interval) -> str | float:
@@ -58,8 +58,7 @@ def solution_intervals(
     **Returns:** `(slot_interval, bounds)`: numpy arrays, the interval of each time
     slot `(n_slots,)` and each interval's `[start, end]` in hours `(n_intervals, 2)`.
     """
-    if not isinstance(data, VisData):
-        raise TypeError(f"`data` must be a VisData, got {type(data).__name__}.")
+    check_visdata(data)
     interval = check_interval(interval)
     ts = data.timestamps()
     if interval == "timestamp":

@@ -25,7 +25,7 @@ from jaxtyping import ArrayLike, Float
 
 from .._compile import run_once_jit
 from .._data._noise import check_fraction, debiased_amplitude
-from .._data._visdata import DEFAULT_SCAN_GAP_S, VisData
+from .._data._visdata import check_visdata, DEFAULT_SCAN_GAP_S, VisData
 from .._forward._direct import DirectFT
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
@@ -159,8 +159,7 @@ def self_calibrate(
     [`eqmodels.StationGains`][] found (forward gains; apply them to other data
     with `gains.at(other)` / `gains.calibrate(other)`).
     """
-    if not isinstance(data, VisData):
-        raise TypeError(f"`data` must be a VisData, got {type(data).__name__}.")
+    check_visdata(data)
     if method not in _METHODS:
         raise ValueError(f"`method` must be one of {_METHODS}, got {method!r}.")
     if (

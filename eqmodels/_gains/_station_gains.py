@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Complex, Float, Int
 
-from .._data._visdata import DEFAULT_SCAN_GAP_S, VisData
+from .._data._visdata import check_visdata, DEFAULT_SCAN_GAP_S, VisData
 from .._numerics import asarray
 from .._terms._common import index_key_leaf
 from .._validation import is_concrete
@@ -367,8 +367,7 @@ class StationGains(eqx.Module, strict=True):
         **Returns:** a `StationGains` on `data`'s station table whose
         `slot_interval` (`(n_slots, n_stations)`) indexes `data`'s time slots.
         """
-        if not isinstance(data, VisData):
-            raise TypeError(f"`data` must be a VisData, got {type(data).__name__}.")
+        check_visdata(data)
         if bands not in ("same", "any"):
             raise ValueError(f'`bands` must be "same" or "any", got {bands!r}.')
         if not is_concrete(self.present):

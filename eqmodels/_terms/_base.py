@@ -64,8 +64,22 @@ def as_image(
             "`eqmodels.AbstractImageModel` (its `__call__` returns the image; see "
             "docs/extending.md), or pass `model()`, the image array."
         )
+    elif hasattr(image, "imvec") and hasattr(image, "xdim"):
+        # From a user walkthrough: JAX's own message named an object dtype.
+        raise TypeError(
+            "`image` is an eht-imaging Image: pass its pixels, "
+            "`image.imvec.reshape(image.ydim, image.xdim)` (Jy/pixel; row 0 north, "
+            "column 0 east, as eqmodels' images), with a grid of its pixel size, "
+            "`em.ImageGrid(image.ydim, image.xdim, image.psize)`."
+        )
     else:
-        arr = asarray(image)
+        try:
+            arr = asarray(image)
+        except TypeError:
+            raise TypeError(
+                f"`image` must be an image array (ny, nx) in Jy/pixel or an "
+                f"eqmodels image model, got {type(image).__name__}."
+            ) from None
         who = "`image`"
     if not jnp.issubdtype(arr.dtype, jnp.floating):
         raise TypeError(
