@@ -126,6 +126,11 @@ def test_nufft_eps():
         em.NUFFT(GRID, U, V, eps=0.0)
     with pytest.raises(ValueError, match="eps"):
         em.NUFFT(GRID, U, V, eps=2.0)
+    # From a user walkthrough: 0.5 was taken, and gave 5 % errors.
+    for eps in (0.5, 0.011):
+        with pytest.raises(ValueError, match=r"`eps` must be in \(0, 0.01\].*relative"):
+            em.NUFFT(GRID, U, V, eps=eps)
+    assert em.NUFFT(GRID, U, V, eps=1e-2).eps == 1e-2
     with pytest.raises(ValueError, match="float32"):
         em.NUFFT(GRID, U, V, eps=1e-10, dtype=np.float32)
 

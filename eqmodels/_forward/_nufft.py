@@ -21,6 +21,11 @@ from ._nufft_ops import mark_varying_like, nufftax_module as _nufftax, type2
 BACKENDS = ("auto", "finufft", "nufftax")
 
 
+# The coarsest tolerance taken: a transform's relative error of that order (1 %),
+# beyond which a fit would fit the transform's errors (0.5 gave 5 % errors).
+_MAX_EPS = 1e-2
+
+
 def _resolve_backend(backend, points) -> str:
     """The transform library: jax-finufft where it runs (the PyPI wheels are
     CPU-only), else nufftax (pure JAX, runs on GPUs); a clear error, at
@@ -109,8 +114,8 @@ class NUFFT(AbstractForwardModel, strict=True):
         - `grid`: the [`eqmodels.ImageGrid`][].
         - `u`, `v`: points in wavelengths, same shape (any leading shape).
         - `pulse`: pixel pulse, default [`eqmodels.TrianglePulse`][].
-        - `eps`: FINUFFT relative tolerance (static: a new value recompiles);
-          default `1e-12` in float64, `1e-6` in float32 (its floor).
+        - `eps`: FINUFFT relative tolerance, at most `1e-2` (static: a new value
+          recompiles); default `1e-12` in float64, `1e-6` in float32 (its floor).
         - `opts`: FINUFFT options, a `jax_finufft.options.Opts` (static), e.g.
           `Opts(nthreads=1)` when other processes share the cores. The mode order
           is fixed (centred): `modeord` must stay `False`.
@@ -133,8 +138,11 @@ class NUFFT(AbstractForwardModel, strict=True):
             eps = float(eps)
         except (TypeError, ValueError):
             raise TypeError(f"`eps` must be a float, got {eps!r}.")
-        if not (math.isfinite(eps) and 0 < eps < 1):
-            raise ValueError(f"`eps` must be in (0, 1), got {eps}.")
+        if not (math.isfinite(eps) and 0 < eps <= _MAX_EPS):
+            raise ValueError(
+                f"`eps` must be in (0, {_MAX_EPS:g}], got {eps}: it is the transform's "
+                "relative error (the defaults are 1e-12 in float64, 1e-6 in float32)."
+            )
         # float32(1e-6) is 9.99999997e-07: the floor is compared in float32.
         if dtype == np.float32 and np.float32(eps) < np.float32(1e-6):
             raise ValueError(
