@@ -486,6 +486,20 @@ def test_product_errors(avg):
         eqm.amplitudes(avg, systematic_noise={"aa": 0.1})
     with pytest.raises(TypeError, match="systematic_noise.*station names.*0"):
         eqm.add_systematic_noise(avg, {0: 0.1})
+    # A percentage for a fraction (from a user walkthrough: taken as 200 %).
+    for call in (
+        lambda: eqm.amplitudes(avg, systematic_noise=2.0),
+        lambda: eqm.add_systematic_noise(avg, {"AA": 5}),
+        lambda: eqm.add_fractional_noise(avg, 1.5),
+        lambda: eqm.closure_phases(avg, fractional_noise=2),
+    ):
+        with pytest.raises(ValueError, match=r"fraction in \[0, 1\].*`0.02`"):
+            call()
+    assert_allclose(  # 1 itself is a fraction
+        eqm.add_fractional_noise(avg, 1.0).sigma,
+        np.hypot(np.asarray(avg.sigma), np.abs(np.asarray(avg.vis))),
+        rtol=1e-12,
+    )
     # An absent station's entry is still checked: it is wrong on any day.
     with pytest.raises(ValueError, match=r"systematic_noise\['XX'\].*>= 0"):
         eqm.add_systematic_noise(avg, {"AA": 0.1, "XX": -0.1})

@@ -187,6 +187,23 @@ def test_select(local):
 def test_select_errors(local):
     with pytest.raises(ValueError, match="unknown station"):
         local.select_stations(["AA", "XX"])
+    # uv limits in Gλ (from a user walkthrough: a cut "removed every row" with no
+    # word of units, or cut nothing). No baseline is shorter than a wavelength.
+    for call, name in (
+        (lambda: local.select_uvdist(0.1, 10), "uv_min"),
+        (lambda: local.select_uvdist(None, 0.5), "uv_max"),
+        (lambda: local.select(uv_range=(0.1, None)), "uv_min"),
+        (lambda: eqm.closure_phases(local, uv_min=0.1), "uv_min"),
+        (lambda: eqm.log_closure_amplitudes(local, uv_min=0.1), "uv_min"),
+    ):
+        with pytest.raises(ValueError, match=f"`{name}` 0.1|`{name}` 0.5"):
+            call()
+    with pytest.raises(ValueError, match="below one wavelength.*1e8"):
+        local.select_uvdist(0.1, 10)
+    # 0 and whole wavelengths are limits; an SNR cut below 1 is one too.
+    assert local.select_uvdist(0, 1e9).n_rows > 0
+    assert local.select_uvdist(1.0, None).n_rows == local.n_rows
+    assert eqm.closure_phases(local, uv_min=0.0, snr_cut=0.5).cphase.size > 0
     with pytest.raises(ValueError, match="removed every row"):
         local.select_time(100.0, 200.0)
     with pytest.raises(ValueError, match="low > high"):

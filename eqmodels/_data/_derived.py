@@ -43,7 +43,7 @@ from ._products import (
     ClosurePhaseProducts,
     LogClosureAmpProducts,
 )
-from ._visdata import check_visdata, VisData
+from ._visdata import check_uv_limit, check_visdata, VisData
 
 
 def _check_data(data):
@@ -143,6 +143,8 @@ def _slots(data, times):
 
 def _closure_inputs(data, uv_min, fractional_noise):
     uv_min = _check_cut("uv_min", uv_min)
+    if uv_min is not None:
+        check_uv_limit("uv_min", uv_min)
     data._check_no_duplicates("closure quantities")
     if check_fraction("fractional_noise", fractional_noise) > 0:
         data = add_fractional_noise(data, fractional_noise)

@@ -490,6 +490,7 @@ class VisData(eqx.Module, strict=True):
             keep &= (t >= lo) & (t <= hi)
         if uv_range is not None:
             lo, hi = _range("uv_range", uv_range)
+            lo, hi = check_uv_limit("uv_min", lo), check_uv_limit("uv_max", hi)
             uvd = self.uvdist
             keep &= (uvd >= lo) & (uvd <= hi)
         if snr_min is not None:
@@ -749,6 +750,18 @@ def _int(name, x) -> np.ndarray:
             f"`{name}` must hold integers (station indices), got {arr.dtype}."
         )
     return arr.astype(np.int64)
+
+
+def check_uv_limit(name: str, x: float) -> float:
+    """A uv-distance limit (wavelengths): one in (0, 1) is refused, as no baseline
+    is shorter than a wavelength (a dish is many wavelengths across); it is a limit
+    in Gλ (or Mλ), which would quietly cut nothing or everything."""
+    if 0 < x < 1:
+        raise ValueError(
+            f"`{name}` {x:g} is below one wavelength, shorter than any baseline: uv "
+            "distances are in wavelengths (0.1 Gλ is `1e8`)."
+        )
+    return x
 
 
 def _range(name, rng) -> tuple[float, float]:
