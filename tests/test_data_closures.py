@@ -419,9 +419,10 @@ def test_systematic_noise_on_amplitudes(avg):
     # reading): one table serves every day of an array. The shipped M87 table
     # names SP, which never observes M87 (it was refused, naming SP).
     assert "XX" not in avg.station_names
+    full = {s: fs.get(s, 0.0) for s in avg.stations_present()}  # 0: the default
     for fn in (eqm.add_systematic_noise, eqm.amplitudes):
         assert_allclose(
-            fn(avg, systematic_noise={**fs, "XX": 0.3}).sigma,
+            fn(avg, systematic_noise={**full, "XX": 0.3}).sigma,
             fn(avg, systematic_noise=fs).sigma,
             rtol=0,
         )
@@ -433,6 +434,31 @@ def test_systematic_noise_on_amplitudes(avg):
         eqm.add_systematic_noise(avg, present).sigma,
         rtol=0,
     )
+    # From a review: a table that drops entries *and* leaves out stations with data
+    # is another naming of the array (2018's files call APEX `AX`): refused, where
+    # it gave four sites no systematic noise without a word.
+    codes_2018 = {"AP": "AX", "JC": "MM", "SM": "SW", "AZ": "MG"}
+    d18 = avg.replace(
+        station_names=tuple(codes_2018.get(s, s) for s in avg.station_names)
+    )
+    for fn in (eqm.add_systematic_noise, eqm.amplitudes):
+        with pytest.raises(
+            ValueError, match=r"data \(\['AX'.*another naming.*0 for none"
+        ):
+            fn(d18, systematic_noise=table)
+    # Mapped to the data's codes it is taken.
+    mapped = {codes_2018.get(k, k): v for k, v in table.items()}
+    assert_allclose(
+        eqm.add_systematic_noise(d18, mapped).sigma,
+        eqm.add_systematic_noise(avg, table).sigma,
+        rtol=0,
+    )
+    # Stations without rows need no entry: the guard looks at stations with data.
+    assert set(avg.stations_present()) <= set(table)
+    # The systematic-noise table has no default: refused, not ignored.
+    for key in ("default", "Default"):
+        with pytest.raises(ValueError, match=f"no '{key}' key"):
+            eqm.add_systematic_noise(avg, {key: 0.05})
 
 
 def test_fractional_noise_before_closures(avg):

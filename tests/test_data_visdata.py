@@ -192,7 +192,8 @@ def test_select_errors(local):
     for call, name in (
         (lambda: local.select_uvdist(0.1, 10), "uv_min"),
         (lambda: local.select_uvdist(None, 0.5), "uv_max"),
-        (lambda: local.select(uv_range=(0.1, None)), "uv_min"),
+        (lambda: local.select(uv_range=(0.1, None)), "uv_range\\[0\\]"),
+        (lambda: local.select(uv_range=(0, 0.5)), "uv_range\\[1\\]"),
         (lambda: eqm.closure_phases(local, uv_min=0.1), "uv_min"),
         (lambda: eqm.log_closure_amplitudes(local, uv_min=0.1), "uv_min"),
     ):

@@ -770,6 +770,20 @@ def test_priors_match_numpy():
     assert_allclose(wide.tol_above, narrow.tol_above, rtol=0)
     assert_allclose(wide.tol_below, narrow.tol_below, rtol=0)
     assert_allclose(wide(img), narrow(img), rtol=0)
+    # From a review: dropping an absent station while leaving out stations with
+    # data (no default) is refused, naming the fix; a misspelt default too.
+    with pytest.raises(
+        ValueError, match=r'another naming.*"default": math.inf. leaves them free'
+    ):
+        em.GainAmplitudePrior(g, {"AA": 0.1, "XX": 0.01})
+    with pytest.raises(ValueError, match="key 'Default'.*'default'"):
+        em.GainAmplitudePrior(g, {"AA": 0.1, "Default": 0.3})
+    every = {s: 0.2 for s in g.station_names}
+    assert_allclose(
+        em.GainAmplitudePrior(g, {**every, "XX": 0.01}).tol_above,
+        em.GainAmplitudePrior(g, 0.2).tol_above,
+        rtol=0,
+    )
     wrapped = eqx.tree_at(lambda q: q.phase, g, g.phase.at[1:].add(2 * math.pi))
     smooth = em.GainSmoothness(g, math.inf, 0.3)
     assert_allclose(em.with_gains(smooth, wrapped)(img), smooth(img), rtol=1e-9)

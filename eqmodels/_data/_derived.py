@@ -105,7 +105,8 @@ def amplitudes(
     - `systematic_noise`: per-station fraction `f` (`σ' = sqrt(σ² + 2 f² A²)`) or a
       dict `{station: f}` (`σ' = sqrt(σ² + (f1² + f2²) A²)`; stations it does not
       name: 0; entries for stations absent from `data` are ignored, so one table
-      such as [`eqmodels.m87_systematic_noise`][] serves every day).
+      such as [`eqmodels.m87_systematic_noise`][] serves every day; see
+      [`eqmodels.add_systematic_noise`][]).
 
     **Returns:** [`eqmodels.AmpProducts`][].
     """
@@ -214,8 +215,8 @@ def bispectra(
     - `uv_min`: leave out baselines shorter than this (wavelengths; e.g. the
       intra-site ALMA–APEX and JCMT–SMA baselines) before forming triangles.
     - `snr_cut`: drop triangles with `|B|/σ_B < snr_cut`.
-    - `fractional_noise`: add `f |V|` in quadrature to each visibility sigma first
-      (see [`eqmodels.add_fractional_noise`][]).
+    - `fractional_noise`: add `f |V|` in quadrature to each visibility sigma first,
+      `f` in [0, 1] (see [`eqmodels.add_fractional_noise`][]).
 
     **Returns:** [`eqmodels.BispectrumProducts`][]; `σ_B = |B| sqrt(Σ σ_i²/|V_i|²)`.
     """

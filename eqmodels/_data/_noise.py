@@ -55,7 +55,11 @@ def systematic_level(data: VisData, systematic_noise) -> np.ndarray:
     n = data.n_rows
     if isinstance(systematic_noise, dict):
         table = station_entries(
-            systematic_noise, data.station_names, "systematic_noise", check_fraction
+            systematic_noise,
+            data.station_names,
+            "systematic_noise",
+            check_fraction,
+            active=data.stations_present(),
         )
         per = np.zeros(data.n_stations)
         for k, f in table.items():
@@ -78,7 +82,8 @@ def add_systematic_noise(
       |V|²)`), or a dict `{station: f}` (`σ' = sqrt(σ² + (f_1² + f_2²) |V|²)`;
       stations it does not name: 0; entries for stations absent from `data` are
       ignored, so one table such as [`eqmodels.m87_systematic_noise`][] serves
-      every day).
+      every day of one naming of the array; a table that drops entries and leaves
+      out stations with data is refused as another naming's).
     - `debias`: use the debiased amplitude for `|V|` (eht-imaging's default for its
       `vis` and `amp` terms).
 
@@ -102,7 +107,7 @@ def add_fractional_noise(
     **Arguments:**
 
     - `data`: a [`eqmodels.VisData`][].
-    - `fraction`: `f >= 0`.
+    - `fraction`: `f` in [0, 1] (2 % is `0.02`).
 
     **Returns:** a new `VisData`.
     """

@@ -113,7 +113,9 @@ def uv_tracks(
         raise ValueError(
             f"`times` reaches {far:g}: times are hours UTC of day `mjd`, within "
             f"[-{_MAX_HOURS:g}, {2 * _MAX_HOURS:g}] (a track may cross midnight). "
-            "Seconds of day are hours × 3600: divide them by 3600."
+            "Seconds of day are hours × 3600: divide them by 3600. A track of "
+            "several days: observe each day with its own `mjd` and join them with "
+            "`eqmodels.concatenate`."
         )
     uniq, counts = np.unique(times, return_counts=True)
     if uniq.size < times.size:

@@ -126,7 +126,13 @@ def _check_names(arg: str, names) -> tuple[str, ...]:
 
 
 def station_entries(
-    table: dict, station_names, arg: str, check: Callable, reserved=()
+    table: dict,
+    station_names,
+    arg: str,
+    check: Callable,
+    reserved=(),
+    active=None,
+    unnamed: str = "0 for none",
 ) -> dict:
     """`{key: check(f"{arg}[{key!r}]", value)}` over a per-station table
     `{station: value}` (a dict of station settings, such as systematic noise or
@@ -137,26 +143,60 @@ def station_entries(
     values are checked: they apply to no data here, so one table serves every day
     of an array (eht-imaging reads its dicts the same way, by the data's
     stations). Keys must be strings, and one that differs from a present station's
-    name only in letter case is refused as a misspelling of it: codes are
-    case-sensitive.
+    name, or from a reserved key, only in letter case is refused as a misspelling
+    of it: codes are case-sensitive. `"default"` is refused where it is not a
+    reserved key (the table then has no default).
+
+    A table that drops entries **and** leaves out some of the `active` stations
+    (those with data; default all of `station_names`), without a reserved key, is
+    refused: it is most likely written for another naming of the array (the 2018
+    EHT files call APEX `AX` where 2017's call it `AP`), and would leave those
+    stations at the unnamed stations' setting without a word. `unnamed` says, in
+    that message, how to give a station the setting of the unnamed ones.
     """
     present = set(station_names)
     folded = {s.casefold(): s for s in station_names}
+    folded_reserved = {r.casefold(): r for r in reserved}
     kept = {}
+    dropped = []
     for key, value in table.items():
         if not isinstance(key, str):
             raise TypeError(
                 f"`{arg}` must be keyed by station names (strings), got {key!r}."
             )
-        near = folded.get(key.casefold())
-        if key not in present and key not in reserved and near is not None:
-            raise ValueError(
-                f"`{arg}` names station {key!r}, which is {near!r} here (station "
-                "codes are case-sensitive)."
-            )
+        if key not in present and key not in reserved:
+            near = folded.get(key.casefold())
+            if near is not None:
+                raise ValueError(
+                    f"`{arg}` names station {key!r}, which is {near!r} here (station "
+                    "codes are case-sensitive)."
+                )
+            near = folded_reserved.get(key.casefold())
+            if near is not None:
+                raise ValueError(
+                    f"`{arg}` has a key {key!r}: the key for the stations it does not "
+                    f"name is {near!r} (case-sensitive)."
+                )
+            if key.casefold() == "default":
+                raise ValueError(
+                    f"`{arg}` takes no {key!r} key: name each station (stations it "
+                    "does not name get none)."
+                )
         checked = check(f"{arg}[{key!r}]", value)
         if key in present or key in reserved:
             kept[key] = checked
+        else:
+            dropped.append(key)
+    active = station_names if active is None else active
+    left_out = [s for s in active if s not in kept]
+    if dropped and left_out and not any(r in kept for r in reserved):
+        raise ValueError(
+            f"`{arg}` names stations absent from these data ({dropped}) and leaves "
+            f"out stations that have data ({left_out}): a table for another naming "
+            "of the array (the 2018 EHT files code APEX, JCMT, SMA and SMT as AX, "
+            "MM, SW and MG, where 2017's use AP, JC, SM and AZ)? Give the stations "
+            f"it leaves out entries of their own ({unnamed})."
+        )
     return kept
 
 

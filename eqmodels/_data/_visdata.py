@@ -490,7 +490,8 @@ class VisData(eqx.Module, strict=True):
             keep &= (t >= lo) & (t <= hi)
         if uv_range is not None:
             lo, hi = _range("uv_range", uv_range)
-            lo, hi = check_uv_limit("uv_min", lo), check_uv_limit("uv_max", hi)
+            lo = check_uv_limit("uv_range[0]", lo)
+            hi = check_uv_limit("uv_range[1]", hi)
             uvd = self.uvdist
             keep &= (uvd >= lo) & (uvd <= hi)
         if snr_min is not None:
@@ -548,6 +549,9 @@ class VisData(eqx.Module, strict=True):
             raise ValueError(
                 f"`uv_min`={uv_min!r} is above `uv_max`={uv_max!r}: no row can pass."
             )
+        lo, hi = _range("(uv_min, uv_max)", (uv_min, uv_max))
+        check_uv_limit("uv_min", lo)
+        check_uv_limit("uv_max", hi)
         return self.select(uv_range=(uv_min, uv_max))
 
     def select_snr(self, snr_min: RealScalar) -> "VisData":

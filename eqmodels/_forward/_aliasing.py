@@ -45,7 +45,7 @@ def warn_beyond_nyquist(grid, u: np.ndarray, v: np.ndarray, who: str) -> None:
 # Below this many fringe cycles across the field of view at the longest (u, v)
 # point, the data see nothing but the total flux. EHT points given in Gλ by
 # mistake reach ~5e-9 over a 128 µas field (in wavelengths: ~5), and the shortest
-# real baselines (intra-site, ~2e6 λ) still reach ~1e-3 over 128 µas.
+# real baseline (intra-site JCMT–SMA, 1.2e5 λ) still reaches ~7e-5 over 128 µas.
 _UNRESOLVED_CYCLES = 1e-5
 
 

@@ -21,6 +21,7 @@ from jaxtyping import Array, ArrayLike, Float, Int, Scalar
 from .._data._stations import station_entries
 from .._numerics import asarray
 from .._terms._base import AbstractTerm, ImageLike
+from .._validation import is_concrete
 from ._station_gains import StationGains
 
 
@@ -95,7 +96,7 @@ def tolerance_pair(name, tol) -> tuple[float, float]:
 
 
 def station_tolerances(
-    tol, station_names, name: str = "tol"
+    tol, station_names, name: str = "tol", active=None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per-station `(above, below)` tolerances from a number, a pair, or a dict
     `{station: number or pair}` (key `"default"` for the others, else ∞;
@@ -103,7 +104,13 @@ def station_tolerances(
     n = len(station_names)
     if isinstance(tol, dict):
         tol = station_entries(
-            tol, station_names, name, tolerance_pair, reserved=("default",)
+            tol,
+            station_names,
+            name,
+            tolerance_pair,
+            reserved=("default",),
+            active=active,
+            unnamed='`"default": math.inf` leaves them free',
         )
         default = tol.get("default", (math.inf, math.inf))
         pairs = [tol.get(s, default) for s in station_names]
@@ -142,13 +149,19 @@ class GainAmplitudePrior(AbstractGainPrior, strict=True):
           `(above 1, below 1)`, or a dict `{station: number or pair}` with an
           optional `"default"` (stations not named are free, `τ = ∞`, without it);
           entries for stations absent from `gains` are ignored (one dict serves
-          every day of an array).
+          every day of an array), but without `"default"` a dict that drops
+          entries and leaves out stations with data is refused (another naming
+          of the array?).
         """
         if not isinstance(gains, StationGains):
             raise TypeError(
                 f"`gains` must be a StationGains, got {type(gains).__name__}."
             )
-        above, below = station_tolerances(tol, gains.station_names)
+        active = None  # stations with a solution somewhere (all, when traced)
+        if is_concrete(gains.present):
+            has = np.asarray(gains.present).any(axis=0)
+            active = [s for s, h in zip(gains.station_names, has) if h]
+        above, below = station_tolerances(tol, gains.station_names, active=active)
         self.gains = gains
         self.tol_above = asarray(above)
         self.tol_below = asarray(below)

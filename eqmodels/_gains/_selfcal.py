@@ -139,7 +139,8 @@ def self_calibrate(
       [`eqmodels.GainAmplitudePrior`][], which leaves them free: a per-interval
       fit with a free amplitude absorbs the noise); entries for stations absent
       from `data` are ignored (one dict serves every day of an array).
-    - `pad_amp`: fractional noise added to σ in the fit, `σ'² = σ² + (pad_amp |V|)²`.
+    - `pad_amp`: fractional noise added to σ in the fit, `σ'² = σ² + (pad_amp |V|)²`,
+      in [0, 1].
     - `debias`: with `method="amp"`, fit the debiased amplitudes.
     - `phase_reference`: a station whose phase is 0 in every interval where it has
       data (default: the mean phase of the calibrated stations is 0). Only where

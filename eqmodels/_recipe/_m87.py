@@ -86,6 +86,10 @@ ROUNDS = (
 def m87_systematic_noise() -> dict[str, float]:
     """The per-site systematic noise of rounds 1 and 2: `((1 + e)^½ − 1) / 4` for
     the SEFD error `e` of each site, plus 0.15 for the LMT (the pipeline's numbers).
+
+    Keyed by the 2017 station codes: for files with the 2018 codes, rename its keys
+    first (`AP` → `AX`, `JC` → `MM`, `SM` → `SW`, `AZ` → `MG`; the recipe does);
+    [`eqmodels.add_systematic_noise`][] refuses the table as it is there.
     """
     sys = {k: (math.sqrt(1.0 + e) - 1.0) * 0.25 for k, e in SEFD_ERROR_BUDGET.items()}
     sys["LM"] += 0.15
@@ -337,9 +341,9 @@ def image_m87(
     imaging run: round, run, final objective and each term's value, steps, stop
     reason, seconds), `rounds` (each round's last run), `time_s` and `stages_s`
     (seconds in data preparation, self-calibration, building objectives, imaging),
-    `flux`, and `fits_metadata`: the source, position, frequency and date for
-    `save_fits(image, report["grid"], path, **report["fits_metadata"])`, as the
-    command line writes them.
+    `flux`, and `fits_metadata`: the source, position, frequency and date that
+    `save_fits(image, report["grid"], path, data=report["data"])` writes (as the
+    command line does), as keywords of `save_fits`.
     """
     say = log if log is not None else (lambda line: None)
     if npix is None:
