@@ -298,6 +298,20 @@ def test_triangle_legs_must_close(cls, key):
     few_u = np.array(u)
     few_u[0] = [1.0, 2.0, 3.0]
     cls(em.DirectFT(GRID, few_u, v), value, sigma)
+    # One leg flipped in one row only (from a review: it passed, and that row's
+    # model closure phase depended on where the image sits) is refused, naming
+    # the row; a row open by a few percent (long averages) is not.
+    longest = np.hypot(u, v).max(axis=1)
+    row = int(np.argmax(np.hypot(u[:, 1], v[:, 1]) / longest > 0.5))
+    one_u, one_v = np.array(u), np.array(v)
+    one_u[row, 1] *= -1
+    one_v[row, 1] *= -1
+    with pytest.raises(ValueError, match=rf"1 of \d+ triangles .* \(row {row}:"):
+        cls(em.DirectFT(GRID, one_u, one_v), value, sigma)
+    ajar_u, ajar_v = np.array(u), np.array(v)
+    ajar_u[row, 1] *= 1.1  # open by 0.1 × that leg
+    ajar_v[row, 1] *= 1.1
+    cls(em.DirectFT(GRID, ajar_u, ajar_v), value, sigma)
 
 
 def test_closure_phase_sigmas_in_degrees_are_refused():
