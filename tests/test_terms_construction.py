@@ -302,7 +302,9 @@ def test_triangle_legs_must_close(cls, key):
     # model closure phase depended on where the image sits) is refused, naming
     # the row; a row open by a few percent (long averages) is not.
     longest = np.hypot(u, v).max(axis=1)
-    row = int(np.argmax(np.hypot(u[:, 1], v[:, 1]) / longest > 0.5))
+    long_leg = np.hypot(u[:, 1], v[:, 1]) / longest > 0.5
+    assert long_leg.any()  # a row whose flipped leg opens it beyond the limit
+    row = int(np.argmax(long_leg))
     one_u, one_v = np.array(u), np.array(v)
     one_u[row, 1] *= -1
     one_v[row, 1] *= -1
