@@ -138,6 +138,7 @@ from ._data._recipe_ops import (
     reverse_taper as reverse_taper,
     taper as taper,
 )
+from ._gains._abstract import AbstractGains as AbstractGains
 from ._gains._corrected import GainCorrected as GainCorrected
 from ._gains._intervals import solution_intervals as solution_intervals
 from ._gains._joint import WithGains as WithGains
@@ -148,10 +149,8 @@ from ._gains._priors import (
     GainSmoothness as GainSmoothness,
 )
 from ._gains._selfcal import self_calibrate as self_calibrate
-from ._gains._station_gains import (
-    StationGains as StationGains,
-    with_gains as with_gains,
-)
+from ._gains._station_gains import StationGains as StationGains
+from ._gains._with_gains import with_gains as with_gains
 
 
 # --- end gains ---
@@ -173,6 +172,7 @@ __all__ = [
     "AbstractDataTerm",
     "AbstractForwardModel",
     "AbstractGainPrior",
+    "AbstractGains",
     "AbstractGradientSolver",
     "AbstractImageModel",
     "AbstractLeastSquaresSolver",

@@ -382,7 +382,7 @@ def test_station_gains_errors():
         em.StationGains.from_data(d, "scan", gains=np.ones((2, 6)))
     with pytest.raises(ValueError, match="non-zero"):
         em.StationGains.from_data(d, "scan", gains=np.zeros((3, 6)))
-    with pytest.raises(TypeError, match="StationGains"):
+    with pytest.raises(TypeError, match="AbstractGains"):
         em.with_gains(None, np.ones(3))
 
 
@@ -578,7 +578,7 @@ def test_gain_corrected_errors():
     vis, amp = _terms(d)
     with pytest.raises(TypeError, match="data term|AbstractDataTerm"):
         em.GainCorrected(em.TV(GRID), g)
-    with pytest.raises(TypeError, match="StationGains"):
+    with pytest.raises(TypeError, match="AbstractGains"):
         em.GainCorrected(vis, np.ones(6))
     with pytest.raises(TypeError, match="already a GainCorrected"):
         em.GainCorrected(em.GainCorrected(vis, g), g)
@@ -833,7 +833,7 @@ def test_prior_errors():
         em.GainPhaseReference(g, "XX")
     with pytest.raises(ValueError, match="single solution interval"):
         em.GainSmoothness(em.StationGains.from_data(d, "track"))
-    with pytest.raises(TypeError, match="StationGains"):
+    with pytest.raises(TypeError, match="AbstractGains|StationGains"):
         em.GainAmplitudePrior(np.zeros(3))
     with pytest.raises(ValueError, match="sigma"):
         em.GainPhaseReference(g, sigma=-1.0)

@@ -10,7 +10,7 @@ from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 from .._forward._base import AbstractForwardModel, gather_index
 from .._terms._base import AbstractDataTerm, default_name, from_shared_vis
 from .._validation import is_concrete
-from ._station_gains import StationGains
+from ._abstract import AbstractGains
 
 
 class GainCorrected(AbstractDataTerm, strict=True):
@@ -31,16 +31,17 @@ class GainCorrected(AbstractDataTerm, strict=True):
     """
 
     term: AbstractDataTerm
-    gains: StationGains
+    gains: AbstractGains
     forward: AbstractForwardModel | None
 
-    def __init__(self, term: AbstractDataTerm, gains: StationGains):
+    def __init__(self, term: AbstractDataTerm, gains: AbstractGains):
         """**Arguments:**
 
         - `term`: a data term whose rows carry `stations` (each leg's station pair)
           and `time_index` (each row's time slot), e.g. built with `from_data`.
-        - `gains`: [`eqmodels.StationGains`][] for the same data set (same station
-          table and time slots; carry gains to other data with
+        - `gains`: [`eqmodels.StationGains`][] (or any
+          [`eqmodels.AbstractGains`][]) for the same data set (same station table
+          and time slots; carry gains to other data with
           [`eqmodels.StationGains.at`][]).
         """
         if not isinstance(term, AbstractDataTerm):
@@ -58,10 +59,11 @@ class GainCorrected(AbstractDataTerm, strict=True):
                 "`ShardedChi2(GainCorrected(term, gains), mesh)` (the rows, gains "
                 "applied, are what is split over the devices)."
             )
-        if not isinstance(gains, StationGains):
+        if not isinstance(gains, AbstractGains):
             raise TypeError(
-                f"`gains` must be a StationGains, got {type(gains).__name__}; build "
-                "one with `StationGains.from_data(data, interval)`."
+                f"`gains` must be station gains, got {type(gains).__name__}; build "
+                "them with `StationGains.from_data(data, interval)` (or subclass "
+                "`eqmodels.AbstractGains`)."
             )
         for name in ("stations", "time_index"):
             if not hasattr(term, name):
@@ -87,8 +89,8 @@ class GainCorrected(AbstractDataTerm, strict=True):
                     "`gains.at(data)`."
                 )
             check_same_tables(term, gains)
-            n_slots = int(gains.slot_interval.shape[0])
-            if ti.size and ti.max() >= n_slots:
+            n_slots = gains.n_time_slots
+            if ti.size and n_slots is not None and ti.max() >= n_slots:
                 raise ValueError(
                     f"`term` refers to time slot {int(ti.max())} but `gains` covers "
                     f"{n_slots} time slots: build the gains from the data set the term "
@@ -159,7 +161,7 @@ class GainCorrected(AbstractDataTerm, strict=True):
         return out
 
 
-def check_same_tables(term, gains: StationGains) -> None:
+def check_same_tables(term, gains: AbstractGains) -> None:
     """Refuse a term and gains whose `index_key`s (fingerprints of the time slots
     and station table their indices point into) are both known and differ. Checked
     on concrete keys only (under `jit` they are traced)."""

@@ -10,11 +10,17 @@ from jaxtyping import Array, ArrayLike, Float, PyTree, Scalar
 
 from .._custom_types import RealLike
 from .._terms._base import AbstractTerm, as_objective, Objective
-from ._corrected import check_same_tables, GainCorrected
-from ._station_gains import gains_in, StationGains, with_gains
+from ._abstract import AbstractGains
+from ._corrected import check_same_tables
+from ._with_gains import (
+    check_gains_class,
+    gains_in,
+    is_gain_corrected,
+    with_gains,
+)
 
 
-class WithGains(eqx.Module, strict=True):
+class WithGains(eqx.Module):
     """The objective of a joint image + gain solve: called with the model pair
     `(image_model, gains)`, it puts `gains` into every
     [`eqmodels.GainCorrected`][] term and gain prior of `objective` and evaluates
@@ -126,14 +132,16 @@ class WithGains(eqx.Module, strict=True):
         return with_gains(self.objective, gains)
 
     def check_model(self, model: PyTree) -> None:
-        """Refuse a model that is not a pair `(image_model, gains)`, or whose
-        gains are on another station table than the gains the objective was
-        built with (a gain prior's tolerances and reference station are per
-        column), or index other time slots or stations than its `GainCorrected`
-        terms (where the fingerprints are concrete, i.e. outside `jit`).
+        """Refuse a model that is not a pair `(image_model, gains)`, whose gains
+        are of another class than the objective's, or on another station table
+        than the gains the objective was built with (a gain prior's tolerances
+        and reference station are per column), or index other time slots or
+        stations than its `GainCorrected` terms (where the fingerprints are
+        concrete, i.e. outside `jit`).
         [`eqmodels.solve`][] and [`eqmodels.survey`][] call it before compiling.
         """
         _, gains = _pair(model)
+        check_gains_class(self.objective, gains)
         for node in gains_in(self.objective):
             if node.station_names != gains.station_names:
                 raise ValueError(
@@ -143,9 +151,8 @@ class WithGains(eqx.Module, strict=True):
                     "model's gains from the objective's data set "
                     "(`StationGains.from_data(data)`, or `gains.at(data)`)."
                 )
-        is_gc = lambda x: isinstance(x, GainCorrected)  # noqa: E731
-        for node in jax.tree.leaves(self.objective, is_leaf=is_gc):
-            if is_gc(node):
+        for node in jax.tree.leaves(self.objective, is_leaf=is_gain_corrected):
+            if is_gain_corrected(node):
                 check_same_tables(node.term, gains)
 
     def values(self, model: tuple) -> tuple[Scalar, ...]:
@@ -167,7 +174,8 @@ class WithGains(eqx.Module, strict=True):
 
     def __call__(self, model: tuple) -> Scalar:
         """**Arguments:** `model`, the pair `(image_model, gains)` (an image model
-        or an `(ny, nx)` image, and a [`eqmodels.StationGains`][]).
+        or an `(ny, nx)` image, and a [`eqmodels.StationGains`][] or other
+        [`eqmodels.AbstractGains`][]).
 
         **Returns:** the objective's value.
         """
@@ -178,8 +186,8 @@ def _pair(model) -> tuple:
     if (
         isinstance(model, tuple | list)
         and len(model) == 2
-        and isinstance(model[0], StationGains)
-        and not isinstance(model[1], StationGains)
+        and isinstance(model[0], AbstractGains)
+        and not isinstance(model[1], AbstractGains)
     ):
         raise TypeError(
             "a WithGains objective takes the model pair `(image_model, gains)`, "
@@ -188,7 +196,7 @@ def _pair(model) -> tuple:
     if (
         not isinstance(model, tuple | list)
         or len(model) != 2
-        or not isinstance(model[1], StationGains)
+        or not isinstance(model[1], AbstractGains)
     ):
         got = (
             f"a {type(model).__name__} of {len(model)}"
@@ -197,7 +205,7 @@ def _pair(model) -> tuple:
         )
         raise TypeError(
             "a WithGains objective takes the model pair `(image_model, gains)` "
-            f"(gains a StationGains), got {got}: solve "
+            f"(gains a StationGains or other `AbstractGains`), got {got}: solve "
             "`(image_model, em.StationGains.from_data(data))`."
         )
     return model[0], model[1]

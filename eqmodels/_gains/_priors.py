@@ -22,13 +22,16 @@ from .._data._stations import station_entries
 from .._numerics import asarray
 from .._terms._base import AbstractTerm, ImageLike
 from .._validation import is_concrete
+from ._abstract import AbstractGains
 from ._station_gains import StationGains
 
 
-class AbstractGainPrior(AbstractTerm, strict=True):
+class AbstractGainPrior(AbstractTerm):
     """Base class of gain priors: a penalty `Σ r²` on the field `gains`.
 
-    Subclasses declare `gains: StationGains` and implement `gain_residuals(gains)`.
+    Subclasses declare `gains` (a [`eqmodels.StationGains`][], or gains of the
+    user's own, an [`eqmodels.AbstractGains`][]) and implement
+    `gain_residuals(gains)`.
 
     A [`eqmodels.survey`][] over data sets whose gains differ in solution
     intervals or station table pads all their gains to one shape (gain 1,
@@ -42,12 +45,12 @@ class AbstractGainPrior(AbstractTerm, strict=True):
     the class.
     """
 
-    gains: eqx.AbstractVar[StationGains]
+    gains: eqx.AbstractVar[AbstractGains]
     reads_gain_tables: ClassVar[bool] = True
 
     @abc.abstractmethod
-    def gain_residuals(self, gains: StationGains) -> Float[Array, " m"]:
-        """**Arguments:** `gains`, a [`eqmodels.StationGains`][].
+    def gain_residuals(self, gains: AbstractGains) -> Float[Array, " m"]:
+        """**Arguments:** `gains`, of the class of the prior's `gains`.
 
         **Returns:** the residual vector `r` (the penalty is `Σ r²`).
         """
@@ -66,6 +69,27 @@ class AbstractGainPrior(AbstractTerm, strict=True):
         """
         r = self.residuals(image)
         return jnp.sum(r * r)
+
+
+def check_station_gains(prior: type, gains) -> None:
+    """Refuse anything but `StationGains` for a built-in prior, whose arithmetic
+    reads their per-interval, per-station tables. (The priors' `__init__` take
+    any `AbstractGains`, so that a user's gains meet this message, which says
+    what they lack, rather than the type checker's.)"""
+    if isinstance(gains, StationGains):
+        return
+    if isinstance(gains, AbstractGains):
+        raise TypeError(
+            f"`{prior.__name__}` reads the per-interval, per-station tables of a "
+            "StationGains (`log_amp`, `phase`, `present`, `station_names`); "
+            f"`gains` is a {type(gains).__name__}, which does not have that "
+            "layout. Write a prior for it: subclass `eqmodels.AbstractGainPrior` "
+            "with a `gain_residuals(gains)` of your own."
+        )
+    raise TypeError(
+        "`gains` must be a StationGains (`StationGains.from_data(data)`), got "
+        f"{type(gains).__name__}."
+    )
 
 
 def _tol(name, x):
@@ -120,7 +144,7 @@ def station_tolerances(
     return arr[:, 0], arr[:, 1]
 
 
-class GainAmplitudePrior(AbstractGainPrior, strict=True):
+class GainAmplitudePrior(AbstractGainPrior):
     r"""A log-normal prior on the gain amplitudes (eht-imaging's self-calibration
     prior, `gain_tol`):
 
@@ -139,7 +163,7 @@ class GainAmplitudePrior(AbstractGainPrior, strict=True):
 
     def __init__(
         self,
-        gains: StationGains,
+        gains: AbstractGains,
         tol: float | tuple | list | dict | ArrayLike = 0.2,
     ):
         """**Arguments:**
@@ -153,10 +177,7 @@ class GainAmplitudePrior(AbstractGainPrior, strict=True):
           entries and leaves out stations with data is refused (another naming
           of the array?).
         """
-        if not isinstance(gains, StationGains):
-            raise TypeError(
-                f"`gains` must be a StationGains, got {type(gains).__name__}."
-            )
+        check_station_gains(type(self), gains)
         active = None  # stations with a solution somewhere (all, when traced)
         if is_concrete(gains.present):
             has = np.asarray(gains.present).any(axis=0)
@@ -173,7 +194,7 @@ class GainAmplitudePrior(AbstractGainPrior, strict=True):
         return (a / tol).reshape(-1)
 
 
-class GainPhaseReference(AbstractGainPrior, strict=True):
+class GainPhaseReference(AbstractGainPrior):
     """Fixes the overall phase of the gains in every interval (visibilities only
     see phase differences `φ_a − φ_b`, so the common phase is free):
 
@@ -191,7 +212,7 @@ class GainPhaseReference(AbstractGainPrior, strict=True):
 
     def __init__(
         self,
-        gains: StationGains,
+        gains: AbstractGains,
         station: str | None = None,
         *,
         sigma: float = 1.0,
@@ -202,10 +223,7 @@ class GainPhaseReference(AbstractGainPrior, strict=True):
         - `station`: the reference station's name (default: the mean phase).
         - `sigma`: the phase scale (radians, > 0).
         """
-        if not isinstance(gains, StationGains):
-            raise TypeError(
-                f"`gains` must be a StationGains, got {type(gains).__name__}."
-            )
+        check_station_gains(type(self), gains)
         if station is not None and station not in gains.station_names:
             raise ValueError(
                 f"`station`={station!r} is not one of the gains' stations "
@@ -233,7 +251,7 @@ class GainPhaseReference(AbstractGainPrior, strict=True):
         return ref / self.sigma.astype(ph.dtype)
 
 
-class GainSmoothness(AbstractGainPrior, strict=True):
+class GainSmoothness(AbstractGainPrior):
     r"""Smoothness of the gains from one solution interval to the next:
 
     `penalty = Σ_{k,s} (Δ ln|g| / σ_amp)² + (2 sin(Δφ / 2) / σ_phase)²`,
@@ -254,7 +272,7 @@ class GainSmoothness(AbstractGainPrior, strict=True):
 
     def __init__(
         self,
-        gains: StationGains,
+        gains: AbstractGains,
         amp_sigma: float = 0.1,
         phase_sigma: float = math.inf,
     ):
@@ -265,10 +283,7 @@ class GainSmoothness(AbstractGainPrior, strict=True):
         - `phase_sigma`: the scale of a phase step (radians, > 0; `math.inf`, the
           default, frees it: atmospheric phases are not smooth between scans).
         """
-        if not isinstance(gains, StationGains):
-            raise TypeError(
-                f"`gains` must be a StationGains, got {type(gains).__name__}."
-            )
+        check_station_gains(type(self), gains)
         if gains.n_intervals < 2:
             raise ValueError(
                 "`gains` has a single solution interval: smoothness in time needs at "

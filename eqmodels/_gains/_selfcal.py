@@ -18,6 +18,8 @@ the rows are padded to one length per interval (weight 0), and the steps are
 `jax.vmap`ped over intervals inside one compiled program.
 """
 
+from collections.abc import Callable
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,7 +28,8 @@ from jaxtyping import ArrayLike, Float
 from .._compile import run_once_jit
 from .._data._noise import check_fraction, debiased_amplitude
 from .._data._visdata import check_visdata, DEFAULT_SCAN_GAP_S, VisData
-from .._forward._direct import DirectFT
+from .._forward._base import AbstractForwardModel
+from .._forward._select import make_forward
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
 from .._numerics import asarray
@@ -39,10 +42,55 @@ from ._station_gains import StationGains
 _METHODS = ("both", "phase", "amp")
 
 
-def _model_vis(data, image, grid, model_vis, pulse):
+def _forward_model(forward, grid, u, v, pulse) -> AbstractForwardModel:
+    """The forward model `forward` names or builds at `(u, v)`: a name (as the
+    terms' `forward=`, resolved by `make_forward`), a forward model class, or a
+    callable `(grid, u, v) -> forward model`."""
+    # (The terms' `forward=` resolves classes and callables in `_forward`; this
+    # is self-calibration's own until the two are one.)
+    kw = {} if pulse is None else {"pulse": pulse}
+    if forward is None or isinstance(forward, str):
+        return make_forward("direct" if forward is None else forward, grid, u, v, **kw)
+    if isinstance(forward, type) and issubclass(forward, AbstractForwardModel):
+        fwd = forward(grid, u, v, **kw)
+    elif callable(forward) and not isinstance(forward, type | AbstractForwardModel):
+        if pulse is not None:
+            raise TypeError(
+                "`pulse` is passed to a forward model that `self_calibrate` builds "
+                "(a name or a class): a callable `forward` builds its own, give "
+                "the pulse to it."
+            )
+        fwd = forward(grid, u, v)
+    else:
+        got = (
+            f"a {type(forward).__name__} built for other points (give its class, "
+            "or a callable that builds it at `u`, `v`)"
+            if isinstance(forward, AbstractForwardModel)
+            else repr(forward)
+        )
+        raise TypeError(
+            '`forward` must be a name ("direct", "separable", "nufft"), a forward '
+            "model class (a subclass of `eqmodels.AbstractForwardModel`) or a "
+            f"callable `(grid, u, v) -> forward model`, got {got}."
+        )
+    if not isinstance(fwd, AbstractForwardModel):
+        raise TypeError(
+            f"`forward` built a {type(fwd).__name__}, not a forward model: it must "
+            "return an `eqmodels.AbstractForwardModel` (e.g. `em.NUFFT(grid, u, "
+            "v)`)."
+        )
+    return fwd
+
+
+def _model_vis(data, image, grid, model_vis, pulse, forward):
     if model_vis is not None:
         if image is not None:
             raise TypeError("give `image` or `model_vis`, not both.")
+        if forward is not None:
+            raise TypeError(
+                "`forward` computes the model visibilities from `image`: give it "
+                "with `image`, not with `model_vis`."
+            )
         mv = np.asarray(model_vis)
         if mv.shape != (data.n_rows,) or not np.issubdtype(mv.dtype, np.number):
             raise ValueError(
@@ -77,8 +125,7 @@ def _model_vis(data, image, grid, model_vis, pulse):
             f"`image` has {int(bad.sum())} non-finite pixel(s) (NaN or inf): "
             "self-calibrate against a finite model image."
         )
-    kw = {} if pulse is None else {"pulse": pulse}
-    fwd = DirectFT(grid, data.u, data.v, **kw)
+    fwd = _forward_model(forward, grid, data.u, data.v, pulse)
     if tuple(img.shape) != (grid.ny, grid.nx):
         raise ValueError(
             f"`image` has shape {tuple(img.shape)} but `grid` is "
@@ -119,6 +166,7 @@ def self_calibrate(
     max_steps: int = 200,
     pulse=None,
     scan_gap: float | int = DEFAULT_SCAN_GAP_S,
+    forward: str | type | Callable | None = None,
 ) -> tuple[VisData, StationGains]:
     """Self-calibrate `data` against a model image.
 
@@ -154,6 +202,11 @@ def self_calibrate(
       reach `max_steps` first.
     - `pulse`: the pixel pulse of the transform (default triangle).
     - `scan_gap`: the gap (s) separating scans.
+    - `forward`: the transform from `image` to the model visibilities, as the
+      terms' `forward=` takes it: `"direct"` (the default, exact),
+      `"separable"`, `"nufft"`, a forward model class (built as `cls(grid,
+      data.u, data.v, pulse=pulse)`), or a callable `(grid, u, v) -> forward
+      model` (e.g. `lambda g, u, v: em.NUFFT(g, u, v, eps=1e-9)`).
 
     **Returns:** `(calibrated, gains)`: the calibrated data (`V / (g_a conj g_b)`,
     `σ / |g_a g_b|`: SNRs and closure quantities unchanged) and the
@@ -193,7 +246,7 @@ def self_calibrate(
     if isinstance(gain_tol, dict):
         gain_tol = {"default": 0.2, **gain_tol}
     above, below = station_tolerances(gain_tol, names, "gain_tol")
-    mv = _model_vis(data, image, grid, model_vis, pulse)
+    mv = _model_vis(data, image, grid, model_vis, pulse, forward)
     if not np.any(mv != 0):
         raise ValueError(
             "the model's visibilities are all zero (an empty image?): there is "

@@ -14,6 +14,7 @@ from .._data._visdata import check_visdata, DEFAULT_SCAN_GAP_S, VisData
 from .._numerics import asarray
 from .._terms._common import index_key_leaf
 from .._validation import is_concrete
+from ._abstract import AbstractGains
 from ._intervals import (
     band_range,
     edge_hours,
@@ -24,7 +25,7 @@ from ._intervals import (
 )
 
 
-class StationGains(eqx.Module, strict=True):
+class StationGains(AbstractGains):
     r"""Complex gains of every station in every solution interval,
     `g = exp(log_amp + i·phase)`, applied to model visibilities as
 
@@ -34,6 +35,9 @@ class StationGains(eqx.Module, strict=True):
     `(u, v)`, as a data term's `stations` records it). Gains are the *forward*
     corruption (true sky → measured data), eht-imaging's convention; calibrating
     data divides by them.
+
+    eqmodels' own [`eqmodels.AbstractGains`][] (final: for another model of the
+    gains, subclass `AbstractGains`).
 
     The parameters are array leaves (`log_amp`, `phase`, shape
     `(n_intervals, n_stations)`) that `eqx.filter_grad` differentiates; the interval
@@ -264,9 +268,9 @@ class StationGains(eqx.Module, strict=True):
         return int(self.log_amp.shape[0])
 
     @property
-    def n_stations(self) -> int:
-        """Number of stations (columns)."""
-        return len(self.station_names)
+    def n_time_slots(self) -> int:
+        """Number of the data set's time slots that `slot_interval` covers."""
+        return int(self.slot_interval.shape[0])
 
     def complex_gains(self) -> Complex[Array, "k s"]:
         """The gains `exp(log_amp + i·phase)`, `(n_intervals, n_stations)`."""
@@ -323,20 +327,6 @@ class StationGains(eqx.Module, strict=True):
         if host:
             return asarray(np.exp(la) * (np.cos(ph) + 1j * np.sin(ph)))
         return jnp.exp(jax.lax.complex(la, ph))
-
-    def apply(
-        self,
-        vis: Complex[Array, "*points"],
-        stations: Int[ArrayLike, "*points 2"],
-        time_index: Int[ArrayLike, " n"],
-    ) -> Complex[Array, "*points"]:
-        """The corrupted model visibilities `g_a conj(g_b) V̂_ab`.
-
-        **Arguments:** `vis` (shaped like the points), each leg's `stations`
-        `(*points, 2)` and each row's `time_index` `(n,)`.
-        """
-        f = self.factor(stations, time_index)
-        return vis * f.astype(vis.dtype)
 
     # ------------------------------------------------------------ on data sets
     def at(
@@ -493,41 +483,3 @@ def _mjd_leaf(mjd) -> Int[Array | np.ndarray, ""]:
             )
         return np.asarray(arr, np.int32)
     return jnp.asarray(mjd, jnp.int32)
-
-
-def with_gains(tree, gains: StationGains):
-    """`tree` (a term, an objective, any PyTree) with every `StationGains` inside it
-    replaced by `gains`: how a joint image + gain solve puts its current gains into
-    the objective (`with_gains(objective, gains)(image)`).
-
-    **Arguments:** `tree`, any PyTree; `gains`, a [`eqmodels.StationGains`][].
-
-    Like [`eqmodels.GainCorrected`][], it refuses gains whose `index_key` differs
-    from that of a gain-corrected term in `tree` (checked where both are concrete,
-    i.e. outside `jit`).
-    """
-    from ._corrected import check_same_tables, GainCorrected
-
-    if not isinstance(gains, StationGains):
-        raise TypeError(f"`gains` must be a StationGains, got {type(gains).__name__}.")
-    is_gc = lambda x: isinstance(x, GainCorrected)  # noqa: E731
-    for node in jax.tree_util.tree_leaves(tree, is_leaf=is_gc):
-        if is_gc(node):
-            check_same_tables(node.term, gains)
-    return jax.tree_util.tree_map(
-        lambda x: gains if is_station_gains(x) else x, tree, is_leaf=is_station_gains
-    )
-
-
-def is_station_gains(x) -> bool:
-    """Whether `x` is a `StationGains` (an `is_leaf` for tree walks)."""
-    return isinstance(x, StationGains)
-
-
-def gains_in(tree) -> list[StationGains]:
-    """Every `StationGains` in `tree`, in `jax.tree.leaves` order."""
-    return [
-        x
-        for x in jax.tree_util.tree_leaves(tree, is_leaf=is_station_gains)
-        if is_station_gains(x)
-    ]

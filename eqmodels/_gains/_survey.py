@@ -22,12 +22,18 @@ import jax
 import numpy as np
 
 from .._numerics import asarray
+from ._abstract import AbstractGains
 from ._corrected import GainCorrected
 from ._priors import AbstractGainPrior, GainAmplitudePrior
-from ._station_gains import gains_in, is_station_gains, StationGains
+from ._station_gains import StationGains
+from ._with_gains import gains_in
 
 
-def _signature(g: StationGains) -> tuple:
+def _signature(g: AbstractGains) -> tuple:
+    if not isinstance(g, StationGains):
+        # A user's gains: their tree (static fields included) and array shapes.
+        leaves, treedef = jax.tree.flatten(g)
+        return (type(g), treedef, tuple(np.shape(x) for x in leaves))
     return (
         np.shape(g.log_amp),
         np.shape(g.slot_interval),
@@ -35,6 +41,10 @@ def _signature(g: StationGains) -> tuple:
         g.station_names,
         g.interval_freqs,
     )
+
+
+def _is_station_gains(x) -> bool:
+    return isinstance(x, StationGains)
 
 
 def _table(g: StationGains) -> tuple:
@@ -78,6 +88,21 @@ def stack_gains(
         return configurations, None
     if all(len({_signature(f[j]) for f in found}) == 1 for j in range(len(found[0]))):
         return configurations, None
+    for i, f in enumerate(found):
+        for g in f:
+            if not isinstance(g, StationGains):
+                where = f"item {i}" if model_index is None else f"configuration {i}"
+                name = type(g).__name__
+                raise ValueError(
+                    f"{where} holds gains of class `{name}`, and the gains of the "
+                    "configurations differ in structure (solution intervals, "
+                    "station table or array shapes). A survey pads such gains to "
+                    "one table, which needs the per-interval layout of a "
+                    "`StationGains` (`log_amp`, `phase`, `present`, "
+                    f"`slot_interval`, `bounds`); `{name}` does not have it. Give "
+                    "every configuration gains of one structure, or survey each "
+                    "data set's configurations on their own."
+                )
     every = [g for f in found for g in f]
     k = max(g.n_intervals for g in every)
     s = max(g.n_stations for g in every)
@@ -190,7 +215,7 @@ def restore_gains(model, tables: tuple):
     it = iter(tables)
 
     def back(x):
-        if not is_station_gains(x):
+        if not _is_station_gains(x):
             return x
         k, s, t, ndim, bounds, names, freqs = next(it)
         slots = np.asarray(x.slot_interval)[:t]
@@ -209,4 +234,4 @@ def restore_gains(model, tables: tuple):
             freqs,
         )
 
-    return jax.tree.map(back, model, is_leaf=is_station_gains)
+    return jax.tree.map(back, model, is_leaf=_is_station_gains)
