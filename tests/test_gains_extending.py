@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax.sharding import Mesh
 
 import eqmodels as em
 from tests.helpers import assert_allclose
@@ -91,6 +92,23 @@ def test_user_gains_in_gain_corrected_match_numpy():
     assert_allclose(d_img, g_img, rtol=1e-10, scale=np.abs(g_img).max())
     assert_allclose(d_g.log_amp, g_la[0], rtol=1e-10, scale=np.abs(g_la).max())
     assert_allclose(d_g.phase, g_ph[0], rtol=1e-10, scale=np.abs(g_ph).max())
+
+
+def test_user_gains_sharded():
+    """`ShardedChi2(GainCorrected(term, TrackGains))`: rows split over 4 devices,
+    the gains replicated; value and gradients (image and gains) those of the
+    unsharded term."""
+    d = synthetic()
+    g = _gains(d, seed=2)
+    term = em.GainCorrected(em.VisChi2.from_data(d, GRID), g)
+    sharded = em.ShardedChi2(term, Mesh(np.array(jax.devices()[:4]), ("rows",)))
+    loss = lambda pair, t: em.with_gains(t, pair[1])(pair[0])  # noqa: E731
+    vg = eqx.filter_jit(eqx.filter_value_and_grad(loss))
+    pair = (jnp.asarray(truth_image()), g)
+    (val, grads), (ref, ref_grads) = vg(pair, sharded), vg(pair, term)
+    assert_allclose(val, ref, rtol=1e-12)
+    for got, want in zip(jax.tree.leaves(grads), jax.tree.leaves(ref_grads)):
+        assert_allclose(got, want, rtol=1e-10, scale=np.abs(want).max())
 
 
 def test_user_gains_joint_solve_recovers_them():
