@@ -30,8 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike, Float
 
-from ._sharding._chi2 import ShardedChi2
 from ._terms._base import AbstractDataTerm, Objective
+from ._terms._sharded import ShardedChi2
 
 
 __all__ = [

@@ -24,7 +24,7 @@ def mjd_date(mjd: int) -> datetime.date:
     return datetime.date(1858, 11, 17) + datetime.timedelta(days=int(mjd))
 
 
-class VisData(eqx.Module, strict=True):
+class VisData(eqx.Module):
     """Calibrated complex visibilities of one observation (or several bands / days
     concatenated), one row per baseline and timestamp.
 

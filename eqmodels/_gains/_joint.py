@@ -14,7 +14,7 @@ from ._corrected import check_same_tables, GainCorrected
 from ._station_gains import gains_in, StationGains, with_gains
 
 
-class WithGains(eqx.Module, strict=True):
+class WithGains(eqx.Module):
     """The objective of a joint image + gain solve: called with the model pair
     `(image_model, gains)`, it puts `gains` into every
     [`eqmodels.GainCorrected`][] term and gain prior of `objective` and evaluates

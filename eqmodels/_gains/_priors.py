@@ -25,7 +25,7 @@ from .._validation import is_concrete
 from ._station_gains import StationGains
 
 
-class AbstractGainPrior(AbstractTerm, strict=True):
+class AbstractGainPrior(AbstractTerm):
     """Base class of gain priors: a penalty `Σ r²` on the field `gains`.
 
     Subclasses declare `gains: StationGains` and implement `gain_residuals(gains)`.
@@ -120,7 +120,7 @@ def station_tolerances(
     return arr[:, 0], arr[:, 1]
 
 
-class GainAmplitudePrior(AbstractGainPrior, strict=True):
+class GainAmplitudePrior(AbstractGainPrior):
     r"""A log-normal prior on the gain amplitudes (eht-imaging's self-calibration
     prior, `gain_tol`):
 
@@ -173,7 +173,7 @@ class GainAmplitudePrior(AbstractGainPrior, strict=True):
         return (a / tol).reshape(-1)
 
 
-class GainPhaseReference(AbstractGainPrior, strict=True):
+class GainPhaseReference(AbstractGainPrior):
     """Fixes the overall phase of the gains in every interval (visibilities only
     see phase differences `φ_a − φ_b`, so the common phase is free):
 
@@ -233,7 +233,7 @@ class GainPhaseReference(AbstractGainPrior, strict=True):
         return ref / self.sigma.astype(ph.dtype)
 
 
-class GainSmoothness(AbstractGainPrior, strict=True):
+class GainSmoothness(AbstractGainPrior):
     r"""Smoothness of the gains from one solution interval to the next:
 
     `penalty = Σ_{k,s} (Δ ln|g| / σ_amp)² + (2 sin(Δφ / 2) / σ_phase)²`,

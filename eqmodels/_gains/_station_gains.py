@@ -24,7 +24,7 @@ from ._intervals import (
 )
 
 
-class StationGains(eqx.Module, strict=True):
+class StationGains(eqx.Module):
     r"""Complex gains of every station in every solution interval,
     `g = exp(log_amp + i·phase)`, applied to model visibilities as
 

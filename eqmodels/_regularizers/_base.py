@@ -23,7 +23,7 @@ from .._terms._base import (
 from .._validation import as_real, check_radians, is_concrete, scalar_leaf
 
 
-class AbstractRegularizer(AbstractTerm, strict=True):
+class AbstractRegularizer(AbstractTerm):
     """Base class of regularizers: a penalty on the image, to be **minimised**.
 
     `reg(image)` accepts an `(ny, nx)` array or an [`eqmodels.AbstractImageModel`][];

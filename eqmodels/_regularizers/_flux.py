@@ -10,7 +10,7 @@ from .._validation import check_flag, scalar_leaf
 from ._base import AbstractRegularizer, as_dtype
 
 
-class Flux(AbstractRegularizer, strict=True):
+class Flux(AbstractRegularizer):
     r"""Total-flux penalty, eht-imaging's `'flux'` with the sign flipped:
 
     `R(I) = (Σ_p I_p − F)²`, divided by `F²` when `normalise=True`.

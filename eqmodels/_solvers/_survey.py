@@ -46,7 +46,7 @@ _AXIS = "survey"  # the device mesh axis
 _VMAP_AXIS = "survey_batch"  # the vmap axis (its loop condition is psum-reduced)
 
 
-class SurveyResult(eqx.Module, strict=True):
+class SurveyResult(eqx.Module):
     """What [`eqmodels.survey`][] returns.
 
     - `solutions`: one [`eqmodels.Solution`][] whose leaves carry a leading axis of
@@ -469,8 +469,8 @@ class _TextProgress:
 
 def _term_meshes(objectives) -> list:
     """The meshes of the sharded terms and shared transforms in `objectives`."""
-    from .._sharding._chi2 import ShardedChi2
     from .._sharding._forward import ShardedForward
+    from .._terms._sharded import ShardedChi2
 
     kinds = (ShardedChi2, ShardedForward)
     found = jax.tree.leaves(objectives, is_leaf=lambda x: isinstance(x, kinds))

@@ -18,7 +18,7 @@ from ._common import (
 )
 
 
-class AmpChi2(AbstractDataTerm, strict=True):
+class AmpChi2(AbstractDataTerm):
     r"""Chi² of visibility amplitudes (eht-imaging's `'amp'` term):
 
     `χ² = (1/N) Σ_k w_k (|V̂_k| − A_k)²`, `w_k = 1/σ_k²`,

@@ -22,7 +22,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh
 from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._custom_types import RealLike
@@ -30,7 +29,7 @@ from .._forward._base import AbstractForwardModel, gather_index, take_rows
 from .._grid import ImageGrid, same_grid
 from .._image._base import AbstractImageModel, evaluated_on
 from .._numerics import asarray
-from .._sharding._mesh import unsplit
+from .._sharding._mesh import sharded_parts, unsplit
 from .._validation import is_concrete
 from ._shared import merge, raw_source, share_key, SharedForward, unwrap
 
@@ -107,7 +106,7 @@ def term_grid(term: "AbstractTerm") -> ImageGrid | None:
     return grid if isinstance(grid, ImageGrid) else None
 
 
-class AbstractTerm(eqx.Module, strict=True):
+class AbstractTerm(eqx.Module):
     """Base class of everything an [`eqmodels.Objective`][] sums: a module mapping an
     image (an `(ny, nx)` array or an [`eqmodels.AbstractImageModel`][]) to a scalar.
 
@@ -305,7 +304,7 @@ def check_weights(name: str, weights) -> None:
         )
 
 
-class AbstractDataTerm(AbstractTerm, strict=True):
+class AbstractDataTerm(AbstractTerm):
     """Base class of data terms (χ² of some data product).
 
     A data term is arithmetic on model visibilities. Subclasses implement
@@ -335,9 +334,14 @@ class AbstractDataTerm(AbstractTerm, strict=True):
 
     `term(image)` and `term.residuals(image)` evaluate the forward model once and
     hand over. An objective calls `chi2_from_vis` / `residuals_from_vis` directly:
-    override those, not `__call__` (a class that does override `__call__`,
-    `model_vis` or `residuals` is still evaluated correctly, but through its own
-    forward model, unshared). Read nothing from `self.forward` in `chi2_from_vis` /
+    override those, not `__call__`. **Sharing is declared** by the class attribute
+    `share_forward` (default `True`): whether an objective may hand
+    `chi2_from_vis` / `residuals_from_vis` the visibilities of a shared transform.
+    A class that overrides `__call__`, `model_vis` or `residuals` in its own body
+    and does not set `share_forward` itself gets `False` (it is then evaluated
+    through those overrides and its own forward model, correctly, unshared); set
+    `share_forward = True` on it to share anyway (an override that only logs, say).
+    Read nothing from `self.forward` in `chi2_from_vis` /
     `residuals_from_vis`: a member of a sharing objective holds `forward=None`;
     keep per-row quantities derived from the points in `row_fields` leaves.
     """
@@ -347,6 +351,16 @@ class AbstractDataTerm(AbstractTerm, strict=True):
     n_rows: eqx.AbstractVar[Int[Array, ""]]
 
     row_fields: ClassVar[tuple[str, ...]] = ("weight",)
+    share_forward: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # The safe default of the declaration for a class that evaluates its own
+        # model and says nothing: not served from a shared transform.
+        if "share_forward" not in cls.__dict__ and any(
+            name in cls.__dict__ for name in ("__call__", "model_vis", "residuals")
+        ):
+            cls.share_forward = False
 
     @abc.abstractmethod
     def chi2_from_vis(self, vis: Complex[Array, "*points"]) -> Scalar:
@@ -456,29 +470,27 @@ class AbstractDataTerm(AbstractTerm, strict=True):
         weight = out.weight * asarray(live, out.weight.dtype)
         return eqx.tree_at(lambda t: t.weight, out, weight)
 
-    def _row_paths(self) -> set[tuple[str, ...]]:
+    def row_paths(self) -> set[tuple[str, ...]]:
         """Attribute paths of the per-row leaves (leading axis = rows): the
-        `row_fields` themselves; a wrapper whose rows live in an inner term returns
-        that term's paths under its own attribute. What device sharding splits."""
+        `row_fields` themselves. A wrapper whose rows live in an inner term
+        ([`eqmodels.AbstractTermWrapper`][]) returns that term's paths under its own
+        attribute. What device sharding splits."""
         return {(f,) for f in self.row_fields}
 
-    def _sharing(self) -> tuple[AbstractForwardModel | None, object]:
-        """The forward model an objective may share for this term, and how the
-        shared model is to be wrapped (`None`: plainly; `(mesh, axis_name)`: split
-        over a mesh). A class that overrides `__call__`, `model_vis` or `residuals`
-        is evaluated through them and shares nothing (a shared transform hands
-        `chi2_from_vis`/`residuals_from_vis` the model's visibilities directly)."""
-        cls = type(self)
-        if any(
-            getattr(cls, name) is not getattr(AbstractDataTerm, name)
-            for name in ("__call__", "model_vis", "residuals")
-        ):
+    def sharing(self) -> tuple[AbstractForwardModel | None, object]:
+        """What an [`eqmodels.Objective`][] may share for this term: `(forward,
+        wrapping)`, the forward model (`None`: nothing, the term is evaluated
+        through its own `__call__` / `residuals`) and how the shared model is to be
+        wrapped (`None`: plainly; `(mesh, axis_name)`: split over a device mesh, as
+        [`eqmodels.ShardedChi2`][] asks). `(self.forward, None)` when the class
+        declares `share_forward`, else `(None, None)`."""
+        if not type(self).share_forward:
             return None, None
         return self.forward, None
 
-    def _without_forward(self) -> "AbstractDataTerm":
+    def without_forward(self) -> "AbstractDataTerm":
         """The term without its own forward model (a member of a sharing
-        objective)."""
+        objective, served from `objective.shared`)."""
         return eqx.tree_at(lambda t: t.forward, self, None, is_leaf=lambda x: x is None)
 
 
@@ -553,13 +565,8 @@ def _check_one_dtype(names, terms, groups) -> None:
 
 def _mesh_devices(tree) -> list[tuple[int, ...]]:
     """The devices (ids, in the meshes' order) of the sharded modules
-    (`ShardedChi2`, `ShardedForward`: modules holding a `mesh`) in `tree`."""
-
-    def sharded(x):
-        return isinstance(x, eqx.Module) and isinstance(getattr(x, "mesh", None), Mesh)
-
-    found = jax.tree_util.tree_leaves(tree, is_leaf=sharded)
-    return [tuple(d.id for d in x.mesh.devices.flat) for x in found if sharded(x)]
+    (`sharded_parts`: `ShardedChi2`, `ShardedForward`, ...) in `tree`."""
+    return [tuple(d.id for d in x.mesh.devices.flat) for x in sharded_parts(tree)]
 
 
 def _check_one_device_set(names, terms, groups) -> None:
@@ -626,7 +633,7 @@ def objective_grid(objective: "Objective") -> ImageGrid | None:
     return None
 
 
-class Objective(AbstractTerm, strict=True):
+class Objective(AbstractTerm):
     r"""A weighted sum of data terms and regularizers:
 
     `J(I) = Σ_i w_i T_i(I)`, or, with `chi2_offset=True`, eht-imaging's
@@ -897,7 +904,7 @@ def _share(terms: list[AbstractTerm], groups: list[SharedForward]):
     for i, t in enumerate(terms):
         if not isinstance(t, AbstractDataTerm):
             continue
-        forward, wrapping = t._sharing()
+        forward, wrapping = t.sharing()
         key = share_key(forward)
         if key is not None:
             buckets.setdefault((key, wrapping), []).append(
@@ -913,8 +920,8 @@ def _share(terms: list[AbstractTerm], groups: list[SharedForward]):
     terms = list(terms)
     for g in out:
         for m in g.members:
-            if terms[m]._sharing()[0] is not None:
-                terms[m] = terms[m]._without_forward()
+            if terms[m].sharing()[0] is not None:
+                terms[m] = terms[m].without_forward()
     out.sort(key=lambda g: g.members[0])
     return terms, out
 

@@ -21,7 +21,7 @@ from ._common import (
 )
 
 
-class BispectrumChi2(AbstractDataTerm, strict=True):
+class BispectrumChi2(AbstractDataTerm):
     r"""Chi² of complex bispectra (eht-imaging's `'bs'` term):
 
     `χ² = (1/2N) Σ_k w_k |B̂_k − B_k|²`, `B̂_k = V̂_k1 V̂_k2 V̂_k3`, `w_k = 1/σ_k²`,

@@ -19,7 +19,7 @@ from ._common import (
 )
 
 
-class ClosureAmpChi2(AbstractDataTerm, strict=True):
+class ClosureAmpChi2(AbstractDataTerm):
     r"""Chi² of closure amplitudes (eht-imaging's `'camp'` term):
 
     `χ² = (1/N) Σ_k w_k (C_k − Ĉ_k)²`,

@@ -17,7 +17,7 @@ from ._common import (
 )
 
 
-class ClosurePhaseChi2(AbstractDataTerm, strict=True):
+class ClosurePhaseChi2(AbstractDataTerm):
     r"""Chi² of closure phases (eht-imaging's `'cphase'` term):
 
     `χ² = (2/N) Σ_k w_k (1 − cos(ψ_k − ψ̂_k))`, `ψ̂_k = arg(V̂_k1 V̂_k2 V̂_k3)`,

@@ -17,7 +17,7 @@ from ._common import (
 )
 
 
-class LogClosureAmpChi2(AbstractDataTerm, strict=True):
+class LogClosureAmpChi2(AbstractDataTerm):
     r"""Chi² of log closure amplitudes (eht-imaging's `'logcamp'` term):
 
     `χ² = (1/N) Σ_k w_k (ln C_k − ln Ĉ_k)²`,

@@ -24,7 +24,7 @@ from ._common import (
 )
 
 
-class VisChi2(AbstractDataTerm, strict=True):
+class VisChi2(AbstractDataTerm):
     """Chi² of complex visibilities (eht-imaging's `'vis'` term):
 
     `χ² = Σ_k w_k |V̂_k − V_k|² / (2N)`, `w_k = 1/σ_k²`, `N` = number of rows.
