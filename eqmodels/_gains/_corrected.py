@@ -1,13 +1,11 @@
 """`GainCorrected`: a data term whose model visibilities pass through station
 gains before its arithmetic."""
 
-from collections.abc import Sequence
-
 import equinox as eqx
 import numpy as np
-from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
+from jaxtyping import Array, Complex, Float, Int, Scalar
 
-from .._forward._base import AbstractForwardModel, gather_index
+from .._forward._base import AbstractForwardModel
 from .._sharding._mesh import AbstractSharded
 from .._terms._base import AbstractDataTerm, from_shared_vis
 from .._terms._wrapper import AbstractTermWrapper
@@ -117,28 +115,6 @@ class GainCorrected(AbstractTermWrapper):
 
     def residuals_from_vis(self, vis: Complex[Array, "*points"]) -> Float[Array, " m"]:
         return from_shared_vis(self.term, "residuals_from_vis", self.corrupted(vis))
-
-    def take_rows(
-        self, index: ArrayLike | Sequence[int], *, n_rows: int | None = None
-    ) -> "GainCorrected":
-        idx = gather_index(index, self.rows, "index")
-        out = eqx.tree_at(
-            lambda t: t.term, self, self.term.take_rows(idx, n_rows=n_rows)
-        )
-        if self.forward is not None:
-            out = eqx.tree_at(lambda t: t.forward, out, self.forward.take(idx))
-        return out
-
-    def pad_rows(self, length: int) -> "GainCorrected":
-        n = self.rows
-        inner = self.term.pad_rows(length)
-        if inner is self.term:
-            return self
-        out = eqx.tree_at(lambda t: t.term, self, inner)
-        if self.forward is not None:
-            index = np.concatenate([np.arange(n), np.zeros(length - n, np.int64)])
-            out = eqx.tree_at(lambda t: t.forward, out, self.forward.take(index))
-        return out
 
 
 def check_same_tables(term, gains: StationGains) -> None:

@@ -116,6 +116,12 @@ class AbstractTerm(eqx.Module):
     [`eqmodels.AbstractRegularizer`][] rather than this class directly: the
     `Objective` treats the two families differently (e.g. `chi2_offset`).
 
+    **Sums of squares.** The class attribute `has_residuals` declares that the term
+    is a sum of squares with a `residuals(image)` method (a real vector `r`,
+    value `Σ r²`), what Gauss-Newton and Levenberg-Marquardt need. Data terms
+    declare it; a regularizer does when it defines `residuals` (defining it sets
+    the flag, unless the class sets `has_residuals` itself).
+
     **Report names.** The class attribute `report_name` is the key under which an
     objective reports the term (`"amp"`, `"cphase"`, `"tv"`, ... for the built-in
     terms, eht-imaging's short names). A subclass inherits its parent's unless it
@@ -123,6 +129,14 @@ class AbstractTerm(eqx.Module):
     """
 
     report_name: ClassVar[str | None] = None
+    has_residuals: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # A class that defines `residuals` declares a sum of squares unless it says
+        # otherwise (`has_residuals = False`).
+        if "has_residuals" not in cls.__dict__ and "residuals" in cls.__dict__:
+            cls.has_residuals = True
 
     # numpy must defer `array * term` to `__rmul__` (which rejects non-scalars)
     # rather than broadcasting the term into an object array.
@@ -184,6 +198,15 @@ class AbstractTerm(eqx.Module):
     def __rsub__(self, other) -> "Objective":
         _refuse_number(other, "-")
         return NotImplemented
+
+
+def provides_residuals(x) -> bool:
+    """Whether `x` is a sum of squares with `residuals(image)`: a term's declared
+    `has_residuals`; for an object that is not a term (a user's module handed to
+    a solver or a check), whether it has a callable `residuals`."""
+    if isinstance(x, AbstractTerm):
+        return bool(type(x).has_residuals)
+    return callable(getattr(x, "residuals", None))
 
 
 def check_real_scalar(value, name: str, term: "AbstractTerm"):
@@ -476,6 +499,12 @@ class AbstractDataTerm(AbstractTerm):
         ([`eqmodels.AbstractTermWrapper`][]) returns that term's paths under its own
         attribute. What device sharding splits."""
         return {(f,) for f in self.row_fields}
+
+    def forward_path(self) -> tuple[str, ...]:
+        """The attribute path of the forward model in the term's tree: `("forward",)`
+        (a wrapper whose inner term holds it: `("term", "forward")`). What device
+        sharding splits the points of."""
+        return ("forward",)
 
     def sharing(self) -> tuple[AbstractForwardModel | None, object]:
         """What an [`eqmodels.Objective`][] may share for this term: `(forward,
@@ -804,13 +833,14 @@ class Objective(AbstractTerm):
         the `chi2_offset`, a constant). What Gauss-Newton and Levenberg-Marquardt
         solvers need.
 
-        Every term must provide residuals: data terms do; a regularizer does when it
-        defines `residuals(image)` (a penalty that is a sum of squares).
+        Every term must provide residuals (declare `has_residuals`): data terms do;
+        a regularizer does when it defines `residuals(image)` (a penalty that is a
+        sum of squares).
 
         **Arguments:** `image`, an `(ny, nx)` array or an image model.
         """
         for name, t in zip(self.names, self.terms):
-            if not isinstance(t, AbstractDataTerm) and not hasattr(t, "residuals"):
+            if not provides_residuals(t):
                 raise TypeError(
                     f"term {name!r} ({type(t).__name__}) is not a sum of squares (it "
                     "has no `residuals`): least-squares solvers need every term to "

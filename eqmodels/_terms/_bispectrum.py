@@ -6,6 +6,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
+from .._forward._select import ForwardLike
 from .._grid import ImageGrid
 from .._numerics import asarray
 from .._validation import as_complex
@@ -87,7 +88,7 @@ class BispectrumChi2(AbstractDataTerm):
 
     @classmethod
     def from_data(
-        cls, data, grid: ImageGrid, *, forward: str = "direct", **forward_kwargs
+        cls, data, grid: ImageGrid, *, forward: ForwardLike = "direct", **forward_kwargs
     ) -> "BispectrumChi2":
         """The term for an [`eqmodels.BispectrumProducts`][] (or anything with `u`,
         `v` of shape `(n, 3)`, `bispectrum`, `sigma`).
@@ -96,7 +97,9 @@ class BispectrumChi2(AbstractDataTerm):
 
         - `data`: the bispectrum products.
         - `grid`: the image grid.
-        - `forward`: `"direct"`, `"separable"` or `"nufft"`.
+        - `forward`: `"direct"`, `"separable"` or `"nufft"`, a forward-model class
+          or a callable `(grid, u, v) -> forward model` (see
+          [`eqmodels.make_forward`][]).
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
         return term_from_data(

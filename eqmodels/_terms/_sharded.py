@@ -322,14 +322,10 @@ class ShardedChi2(AbstractTermWrapper, AbstractSharded):
         (`(forward, (mesh, axis_name))`); `(None, None)` when the wrapped term
         shares nothing (it is then evaluated through this wrapper's own
         `__call__`, per device)."""
-        if self.term.sharing()[0] is None:
+        forward, _ = super().sharing()
+        if forward is None:
             return None, None
-        return self.term.forward, (self.mesh, self.axis_name)
-
-    def without_forward(self) -> "ShardedChi2":
-        return eqx.tree_at(
-            lambda s: s.term.forward, self, None, is_leaf=lambda x: x is None
-        )
+        return forward, (self.mesh, self.axis_name)
 
 
 # The bodies of the public methods, module-level functions so that `compiled`
@@ -410,5 +406,5 @@ def _as_piece(term, rows, live, n, slots, table):
 def _row_specs(term: AbstractDataTerm, axis_name: str):
     prefixes = set(term.row_paths())
     if term.forward is not None:
-        prefixes |= forward_prefixes(term.forward, "forward")
+        prefixes |= forward_prefixes(term.forward, *term.forward_path())
     return split_specs(term, prefixes, axis_name)

@@ -7,6 +7,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
+from .._forward._select import ForwardLike
 from .._grid import ImageGrid
 from .._numerics import asarray
 from .._validation import as_complex, as_real, check_same_shape, is_concrete
@@ -91,7 +92,7 @@ class VisChi2(AbstractDataTerm):
 
     @classmethod
     def from_data(
-        cls, data, grid: ImageGrid, *, forward: str = "direct", **forward_kwargs
+        cls, data, grid: ImageGrid, *, forward: ForwardLike = "direct", **forward_kwargs
     ) -> "VisChi2":
         """The term for a `VisData` (or anything with `u`, `v`, `vis`, `sigma`).
 
@@ -99,7 +100,9 @@ class VisChi2(AbstractDataTerm):
 
         - `data`: the visibilities (e.g. scan-averaged).
         - `grid`: the image grid.
-        - `forward`: `"direct"`, `"separable"` or `"nufft"`.
+        - `forward`: `"direct"`, `"separable"` or `"nufft"`, a forward-model class
+          or a callable `(grid, u, v) -> forward model` (see
+          [`eqmodels.make_forward`][]).
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
         return term_from_data(
