@@ -125,11 +125,11 @@ from ._solvers._solvers import (
 from ._solvers._survey import survey as survey, SurveyResult as SurveyResult
 from ._stack import pad_and_stack as pad_and_stack, pad_to_match as pad_to_match
 from ._terms._amp import AmpChi2 as AmpChi2
-from ._terms._base import AbstractTerm as AbstractTerm, Objective as Objective
 from ._terms._bispectrum import BispectrumChi2 as BispectrumChi2
 from ._terms._camp import ClosureAmpChi2 as ClosureAmpChi2
 from ._terms._cphase import ClosurePhaseChi2 as ClosurePhaseChi2
 from ._terms._logcamp import LogClosureAmpChi2 as LogClosureAmpChi2
+from ._terms._objective import AbstractTerm as AbstractTerm, Objective as Objective
 from ._terms._sharded import ShardedChi2 as ShardedChi2
 from ._terms._wrapper import AbstractTermWrapper as AbstractTermWrapper
 

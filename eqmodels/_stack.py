@@ -16,7 +16,8 @@ import numpy as np
 
 from ._gains._joint import WithGains
 from ._gains._survey import stack_gains
-from ._terms._base import AbstractDataTerm, Objective
+from ._terms._base import AbstractDataTerm
+from ._terms._objective import Objective
 from ._terms._shared import SharedForward
 from ._tree import structure_difference
 

@@ -31,7 +31,8 @@ import numpy as np
 from jaxtyping import ArrayLike, Float
 
 from ._sharding._mesh import sharded_parts
-from ._terms._base import AbstractDataTerm, Objective, provides_residuals
+from ._terms._base import AbstractDataTerm
+from ._terms._objective import Objective, provides_residuals
 from ._terms._sharded import ShardedChi2
 
 

@@ -13,14 +13,14 @@ from .._custom_types import ArraySequence
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel
 from .._numerics import asarray
-from .._terms._base import (
-    AbstractTerm,
+from .._terms._inputs import (
     as_image,
     check_real_scalar,
     default_name,
     ImageLike,
     term_grid,
 )
+from .._terms._objective import AbstractTerm
 from .._validation import as_real, check_radians, is_concrete, scalar_leaf
 
 

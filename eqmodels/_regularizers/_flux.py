@@ -5,7 +5,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
 from .._custom_types import RealLike
-from .._terms._base import as_image, ImageLike
+from .._terms._inputs import as_image, ImageLike
 from .._validation import check_flag, scalar_leaf
 from ._base import AbstractRegularizer, as_dtype
 

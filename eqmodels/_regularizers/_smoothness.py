@@ -9,7 +9,7 @@ from jaxtyping import Array, Float, Scalar
 from .._custom_types import RealLike
 from .._grid import ImageGrid
 from .._numerics import safe_hypot, safe_sqrt
-from .._terms._base import as_image, ImageLike
+from .._terms._inputs import as_image, ImageLike
 from .._validation import check_flag, check_grid
 from ._base import (
     AbstractRegularizer,

@@ -22,16 +22,10 @@ from .._sharding._mesh import (
     place,
     split_specs,
 )
-from ._base import (
-    AbstractDataTerm,
-    AbstractTerm,
-    as_image,
-    check_rows_declared,
-    from_shared_vis,
-    ImageLike,
-    n_rows_leaf,
-)
+from ._base import AbstractDataTerm, check_rows_declared, n_rows_leaf
 from ._common import index_key_leaf
+from ._inputs import as_image, from_shared_vis, ImageLike
+from ._objective import AbstractTerm
 from ._wrapper import AbstractTermWrapper
 
 

@@ -8,7 +8,8 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
 from .._forward._base import AbstractForwardModel, gather_index
-from ._base import AbstractDataTerm, default_name
+from ._base import AbstractDataTerm
+from ._inputs import default_name
 
 
 class AbstractTermWrapper(AbstractDataTerm):
