@@ -94,8 +94,8 @@ def mesh_of(n):
 def placed_terms(terms, mesh):
     """The terms with their row leaves (and forward points) as sharded arrays,
     unwrapped: the plain objective under jit, XLA's partitioner deciding."""
-    from eqmodels._sharding._chi2 import _row_specs
     from eqmodels._sharding._mesh import padded_length, place
+    from eqmodels._terms._sharded import _row_specs
 
     size = mesh.devices.size
     out = []

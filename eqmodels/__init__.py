@@ -102,8 +102,11 @@ from ._regularizers._moments import (
 )
 from ._regularizers._smoothness import TSV as TSV, TV as TV
 from ._regularizers._sparsity import L1 as L1, WeightedL1 as WeightedL1
-from ._sharding._chi2 import ShardedChi2 as ShardedChi2
 from ._sharding._forward import ShardedForward as ShardedForward
+from ._sharding._mesh import (
+    AbstractSharded as AbstractSharded,
+    sharded_parts as sharded_parts,
+)
 from ._solvers._cache import enable_compilation_cache as enable_compilation_cache
 from ._solvers._common import is_real_float_array as is_real_float_array
 from ._solvers._jacobian import residual_jacobian as residual_jacobian
@@ -120,13 +123,15 @@ from ._solvers._solvers import (
     OptaxSolver as OptaxSolver,
 )
 from ._solvers._survey import survey as survey, SurveyResult as SurveyResult
+from ._stack import pad_and_stack as pad_and_stack, pad_to_match as pad_to_match
 from ._terms._amp import AmpChi2 as AmpChi2
-from ._terms._base import AbstractTerm as AbstractTerm, Objective as Objective
 from ._terms._bispectrum import BispectrumChi2 as BispectrumChi2
 from ._terms._camp import ClosureAmpChi2 as ClosureAmpChi2
 from ._terms._cphase import ClosurePhaseChi2 as ClosurePhaseChi2
 from ._terms._logcamp import LogClosureAmpChi2 as LogClosureAmpChi2
-from ._terms._stack import pad_and_stack as pad_and_stack, pad_to_match as pad_to_match
+from ._terms._objective import AbstractTerm as AbstractTerm, Objective as Objective
+from ._terms._sharded import ShardedChi2 as ShardedChi2
+from ._terms._wrapper import AbstractTermWrapper as AbstractTermWrapper
 
 
 # --- end objective ---
@@ -179,7 +184,9 @@ __all__ = [
     "AbstractPulse",
     "AbstractRegularizer",
     "AbstractSolver",
+    "AbstractSharded",
     "AbstractTerm",
+    "AbstractTermWrapper",
     "Adam",
     "AliasingWarning",
     "add_fractional_noise",
@@ -262,6 +269,7 @@ __all__ = [
     "SeparableFT",
     "ShardedChi2",
     "ShardedForward",
+    "sharded_parts",
     "SimpleEntropy",
     "Solution",
     "solution_intervals",

@@ -17,7 +17,7 @@ MAX_PSIZE: float = 1e-3
 MIN_PSIZE: float = 1e-16
 
 
-class ImageGrid(eqx.Module, strict=True):
+class ImageGrid(eqx.Module):
     """A regular `ny × nx` pixel grid with square pixels of side `psize` radians.
 
     Conventions (eht-imaging compatible): the image array is `img[iy, ix]`; row 0 is

@@ -6,6 +6,7 @@ pixel DFT multiplied by the pulse's transform `P(u, v)`.
 
 import abc
 import math
+from typing import ClassVar
 
 import equinox as eqx
 import jax
@@ -19,17 +20,22 @@ def _xp(*arrays):
     return jnp if any(isinstance(a, jax.Array) for a in arrays) else np
 
 
-class AbstractPulse(eqx.Module, strict=True):
+class AbstractPulse(eqx.Module):
     """Base class of pixel pulses.
 
     Subclass it and implement `__call__(u, v, psize)` returning the real Fourier
-    transform of one pixel, normalised to 1 at `u = v = 0` (real, so the pixel is
-    symmetric about its centre and the pulse even: `P(−u, −v) = P(u, v)`; a
-    shared transform merges the points `±(u, v)` only for eqmodels' own pulses,
-    and keeps a user's pulse's points apart). It must work on numpy
+    transform of one pixel, normalised to 1 at `u = v = 0`. It must work on numpy
     and on JAX arrays alike (the dense models build their matrix with numpy; the
     NUFFT evaluates the pulse under `jit`), so use `jnp`-compatible operations.
+
+    **Even pulses.** The class attribute `even` (default `False`) declares
+    `P(−u, −v) = P(u, v)` (true of every real pixel shape symmetric about its
+    centre, and of eqmodels' own pulses). A shared transform merges the points
+    `±(u, v)` only when the pulse declares it; an undeclared pulse's points are
+    kept apart (an odd pulse would make a shared objective differ from its terms).
     """
+
+    even: ClassVar[bool] = False
 
     @abc.abstractmethod
     def __call__(
@@ -41,8 +47,10 @@ class AbstractPulse(eqx.Module, strict=True):
         """
 
 
-class DeltaPulse(AbstractPulse, strict=True):
+class DeltaPulse(AbstractPulse):
     """A point per pixel: `P(u, v) = 1`."""
+
+    even = True
 
     def __call__(self, u, v, psize):
         xp = _xp(u, v)
@@ -50,24 +58,28 @@ class DeltaPulse(AbstractPulse, strict=True):
         return xp.ones(np.broadcast_shapes(np.shape(u), np.shape(v)), dtype)
 
 
-class BoxPulse(AbstractPulse, strict=True):
+class BoxPulse(AbstractPulse):
     """A square top-hat pixel: `P = sinc(u·psize) · sinc(v·psize)`."""
+
+    even = True
 
     def __call__(self, u, v, psize):
         xp = _xp(u, v)
         return xp.sinc(u * psize) * xp.sinc(v * psize)
 
 
-class TrianglePulse(AbstractPulse, strict=True):
+class TrianglePulse(AbstractPulse):
     """A triangle (bilinear) pixel, the default: `P = sinc(u·psize)² · sinc(v·psize)²`
     with `sinc(t) = sin(πt)/(πt)`."""
+
+    even = True
 
     def __call__(self, u, v, psize):
         xp = _xp(u, v)
         return (xp.sinc(u * psize) * xp.sinc(v * psize)) ** 2
 
 
-class GaussianPulse(AbstractPulse, strict=True):
+class GaussianPulse(AbstractPulse):
     """A circular Gaussian pixel of full width at half maximum `fwhm` pixels:
     `P = exp(-π² (fwhm·psize)² (u² + v²) / (4 ln 2))`.
 
@@ -75,6 +87,8 @@ class GaussianPulse(AbstractPulse, strict=True):
     `GaussianPulse(fwhm=math.sqrt(8 * math.log(2)) / 3)` (≈ 0.785 pixels), which
     equals it to rounding; the default (`fwhm=1`) gives 0.71 of its amplitude
     at `(u, v) = (0.5/psize, 0)` and half of it at `u = v = 0.5/psize`."""
+
+    even = True
 
     fwhm: float = eqx.field(static=True, default=1.0, converter=float)
 

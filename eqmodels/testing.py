@@ -30,8 +30,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike, Float
 
-from ._sharding._chi2 import ShardedChi2
-from ._terms._base import AbstractDataTerm, Objective
+from ._sharding._mesh import sharded_parts
+from ._terms._base import AbstractDataTerm
+from ._terms._objective import Objective, provides_residuals
+from ._terms._sharded import ShardedChi2
 
 
 __all__ = [
@@ -479,16 +481,12 @@ def check_transforms(
         assert_close(vvals[i], ref_val, rtol=rtol, name=f"value under vmap [{i}]")
         assert_close(vgrads[i], ref_grad, rtol=rtol, name=f"gradient under vmap [{i}]")
 
-    residuals = getattr(term, "residuals", None)
+    residuals = term.residuals if provides_residuals(term) else None
     if isinstance(term, Objective) and (
-        term.chi2_offset
-        or not all(
-            isinstance(t, AbstractDataTerm) or hasattr(t, "residuals")
-            for t in term.terms
-        )
+        term.chi2_offset or not all(provides_residuals(t) for t in term.terms)
     ):
         residuals = None  # not a sum of squares
-    if callable(residuals):
+    if residuals is not None:
         # Gauss-Newton and Levenberg-Marquardt minimise Σ r²: a regularizer whose
         # `residuals` disagree with its value would be solved as another problem.
         r = _run("`residuals`", residuals, x)
@@ -510,7 +508,7 @@ def check_transforms(
 
     if not (sharded and isinstance(term, AbstractDataTerm)):
         return
-    if isinstance(term, ShardedChi2) or term.forward is None:
+    if sharded_parts(term) or term.forward is None:
         return
     if getattr(term.forward, "point_fields", None) is None:
         return  # ShardedChi2 splits only models that declare their point leaves

@@ -27,7 +27,7 @@ jax.config.update("jax_enable_x64", True)
 
 
 # --8<-- [start:model]
-class NeuralField(em.AbstractImageModel, strict=True):
+class NeuralField(em.AbstractImageModel):
     """An image whose brightness is an MLP of the sky position."""
 
     grid: em.ImageGrid

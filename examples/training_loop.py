@@ -33,7 +33,7 @@ import eqmodels as em  # noqa: E402
 
 
 # --8<-- [start:model]
-class MRing(em.AbstractImageModel, strict=True):
+class MRing(em.AbstractImageModel):
     """A ring with a Gaussian profile and `m` Fourier modes of log-brightness."""
 
     grid: em.ImageGrid

@@ -9,6 +9,7 @@ import numpy as np
 from jaxtyping import ArrayLike
 
 from .._forward._direct import DirectFT
+from .._forward._select import ForwardLike, make_forward
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
 from .._numerics import asarray
@@ -173,7 +174,7 @@ def observe(
     gain_sigma: float | int = 0.0,
     random_phases: bool = False,
     elevation_limit: bool = True,
-    forward=None,
+    forward: ForwardLike | None = None,
     source: str = "SIM",
 ) -> VisData:
     """A synthetic observation of `image` with the station table `array`.
@@ -216,7 +217,9 @@ def observe(
     - `gain_sigma`, `random_phases`: station gain errors (see 3.; `gain_sigma`
       is the standard deviation of the gain amplitudes around 1).
     - `elevation_limit`: apply the stations' `el_min`.
-    - `forward`: a forward-model class, called as `forward(grid, u, v)`.
+    - `forward`: how to build the forward model, as [`eqmodels.make_forward`][]
+      takes it: `"direct"`, `"separable"`, `"nufft"`, a forward-model class or
+      a callable `(grid, u, v) -> forward model`.
     - `source`: source name.
 
     **Returns:** a [`eqmodels.VisData`][].
@@ -309,7 +312,8 @@ def observe(
         # In the image's precision, as the default path: float64 points would ask
         # a 32-bit JAX for float64 (from a review: `forward=` failed without x64).
         np_dtype = np.dtype(image.dtype)
-        vis = np.asarray(forward(grid, u.astype(np_dtype), v.astype(np_dtype))(image))
+        model = make_forward(forward, grid, u.astype(np_dtype), v.astype(np_dtype))
+        vis = np.asarray(model(image))
     vis = vis.astype(np.complex128)
 
     rng = np.random.default_rng(seed)

@@ -13,7 +13,7 @@ import equinox as eqx
 from jaxtyping import Array, Complex, Float, Int
 
 
-class AmpProducts(eqx.Module, strict=True):
+class AmpProducts(eqx.Module):
     """Visibility amplitudes: one leg per row. `amp` is debiased unless the
     constructor was told otherwise."""
 
@@ -27,7 +27,7 @@ class AmpProducts(eqx.Module, strict=True):
     index_key: int = eqx.field(static=True, default=-1)
 
 
-class BispectrumProducts(eqx.Module, strict=True):
+class BispectrumProducts(eqx.Module):
     """Bispectra `B = V1 V2 V3` over closed triangles (legs 1→2, 2→3, 3→1)."""
 
     u: Float[Array, "n 3"]
@@ -42,7 +42,7 @@ class BispectrumProducts(eqx.Module, strict=True):
     index_key: int = eqx.field(static=True, default=-1)
 
 
-class ClosurePhaseProducts(eqx.Module, strict=True):
+class ClosurePhaseProducts(eqx.Module):
     """Closure phases `ψ = arg(V1 V2 V3)`, **radians** (value and sigma)."""
 
     u: Float[Array, "n 3"]
@@ -57,7 +57,7 @@ class ClosurePhaseProducts(eqx.Module, strict=True):
     index_key: int = eqx.field(static=True, default=-1)
 
 
-class ClosureAmpProducts(eqx.Module, strict=True):
+class ClosureAmpProducts(eqx.Module):
     """Closure amplitudes `C = |V1||V2| / (|V3||V4|)` over quadrangles."""
 
     u: Float[Array, "n 4"]
@@ -71,7 +71,7 @@ class ClosureAmpProducts(eqx.Module, strict=True):
     index_key: int = eqx.field(static=True, default=-1)
 
 
-class LogClosureAmpProducts(eqx.Module, strict=True):
+class LogClosureAmpProducts(eqx.Module):
     """Log closure amplitudes `ln C = ln|V1| + ln|V2| - ln|V3| - ln|V4|`."""
 
     u: Float[Array, "n 4"]

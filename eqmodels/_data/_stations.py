@@ -7,7 +7,7 @@ import numpy as np
 from jaxtyping import ArrayLike, Float
 
 
-class StationTable(eqx.Module, strict=True):
+class StationTable(eqx.Module):
     """A table of stations: names, Earth-fixed (ECEF) positions and system
     equivalent flux densities, the input of [`eqmodels.observe`][].
 

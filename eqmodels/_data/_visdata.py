@@ -13,6 +13,7 @@ from jaxtyping import Array, ArrayLike, Complex, Float, Int
 from .._custom_types import RealScalar
 from .._numerics import asarray
 from .._validation import host_real
+from ._averaging import find_scans, scan_average, time_average
 
 
 #: ehtim's default gap between scans, 0.0165 h.
@@ -24,7 +25,7 @@ def mjd_date(mjd: int) -> datetime.date:
     return datetime.date(1858, 11, 17) + datetime.timedelta(days=int(mjd))
 
 
-class VisData(eqx.Module, strict=True):
+class VisData(eqx.Module):
     """Calibrated complex visibilities of one observation (or several bands / days
     concatenated), one row per baseline and timestamp.
 
@@ -578,14 +579,10 @@ class VisData(eqx.Module, strict=True):
 
         **Returns:** a numpy array `(n_scans, 2)` of `[start, end]` times (hours).
         """
-        from ._averaging import find_scans
-
         return find_scans(np.asarray(self.time), gap)[0]
 
     def scan_ids(self, gap: RealScalar = DEFAULT_SCAN_GAP_S) -> np.ndarray:
         """The scan index of every row (see [`eqmodels.VisData.scans`][])."""
-        from ._averaging import find_scans
-
         return find_scans(np.asarray(self.time), gap)[1]
 
     def scan_average(
@@ -596,8 +593,6 @@ class VisData(eqx.Module, strict=True):
         `(u, v)` the mean, `time` the first timestamp of that baseline in the scan,
         `tint` the summed integration time. Duplicated rows (see
         [`eqmodels.VisData.duplicate_rows`][]) are refused with a `ValueError`."""
-        from ._averaging import scan_average
-
         return scan_average(self, gap)
 
     def time_average(self, seconds: RealScalar) -> "VisData":
@@ -608,8 +603,6 @@ class VisData(eqx.Module, strict=True):
         so a record stamped on a bin edge may be read just below it); intervals
         under 0.2 s use the stored times. Same estimators as
         [`eqmodels.VisData.scan_average`][]."""
-        from ._averaging import time_average
-
         return time_average(self, seconds)
 
     # ------------------------------------------------------------ description
@@ -656,7 +649,7 @@ def check_visdata(data, name: str = "data") -> None:
     hint = (
         ": save it with `obs.save_uvfits(path)` and read that with "
         "`em.load_uvfits(path)`"
-        if type(data).__name__ == "Obsdata"
+        if callable(getattr(data, "save_uvfits", None))  # an eht-imaging Obsdata
         else ""
     )
     raise TypeError(f"`{name}` must be a VisData, got {type(data).__name__}{hint}.")

@@ -26,7 +26,7 @@ from .._validation import (
 from ._aliasing import warn_beyond_nyquist, warn_unresolved_field
 
 
-class AbstractForwardModel(eqx.Module, strict=True):
+class AbstractForwardModel(eqx.Module):
     """Base class of forward models: a linear map from an image on `grid` to complex
     visibilities at the points `(u, v)` (wavelengths), any leading shape.
 
@@ -44,6 +44,15 @@ class AbstractForwardModel(eqx.Module, strict=True):
     what lets an [`eqmodels.Objective`][] serve several data terms from one model at
     their distinct points. A model that leaves `point_fields = None` still works
     everywhere, evaluated per term.
+
+    **Hermitian points.** The class attribute `hermitian_points` (default `False`)
+    declares that the per-point leaves are functions of `(u, v)` alone and that
+    `V(−u, −v) = conj V(u, v)` for a real image (given an even pulse, see
+    [`eqmodels.AbstractPulse`][]). A shared transform then merges points equal up
+    to sign (one point for a baseline and its reverse); a model that does not
+    declare it (a per-point gain of its own, say) has its points merged only where
+    every point leaf is equal, in the same orientation. `DirectFT`, `SeparableFT`
+    and `NUFFT` declare it.
     """
 
     grid: eqx.AbstractVar[ImageGrid]
@@ -52,6 +61,7 @@ class AbstractForwardModel(eqx.Module, strict=True):
     pulse: eqx.AbstractVar[AbstractPulse]
 
     point_fields: ClassVar[tuple[str, ...] | None] = None
+    hermitian_points: ClassVar[bool] = False
 
     @abc.abstractmethod
     def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:

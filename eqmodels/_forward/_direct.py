@@ -52,7 +52,7 @@ def dft_matrix_parts(grid: ImageGrid, u, v, pulse: AbstractPulse, dtype):
     return a_re, a_im
 
 
-class DirectFT(AbstractForwardModel, strict=True):
+class DirectFT(AbstractForwardModel):
     """The exact transform as a dense matrix, built once and held as array leaves.
 
     Memory is `2 · N · ny · nx` reals: pick it for small problems, or when the
@@ -69,6 +69,7 @@ class DirectFT(AbstractForwardModel, strict=True):
     a_im: Float[Array, "n npix"]
 
     point_fields = ("a_re", "a_im")
+    hermitian_points = True
 
     def __init__(
         self,

@@ -63,7 +63,7 @@ def _resolve_backend(backend, points) -> str:
     )
 
 
-class NUFFT(AbstractForwardModel, strict=True):
+class NUFFT(AbstractForwardModel):
     """Matrix-free forward model: a type-2 non-uniform FFT (jax-finufft; or
     nufftax, pure JAX, on GPUs — see `backend`), wrapped in primitives of our own
     that are linear in the image (the transpose is the type-1 transform with the
@@ -96,6 +96,7 @@ class NUFFT(AbstractForwardModel, strict=True):
     backend: str = eqx.field(static=True)
 
     point_fields = ("py", "px", "factor")
+    hermitian_points = True
 
     def __init__(
         self,

@@ -33,7 +33,7 @@ def separable_factors(grid: ImageGrid, u, v, pulse: AbstractPulse):
     return np.cos(phx), np.sin(phx), np.cos(phy), np.sin(phy), p
 
 
-class SeparableFT(AbstractForwardModel, strict=True):
+class SeparableFT(AbstractForwardModel):
     """The exact transform computed through the separable kernel
     `exp(2πi(u x + v y)) = exp(2πi u x) · exp(2πi v y)`.
 
@@ -61,6 +61,7 @@ class SeparableFT(AbstractForwardModel, strict=True):
     p: Float[Array, " n"]
 
     point_fields = ("cx", "sx", "cy", "sy", "p")
+    hermitian_points = True
 
     def __init__(
         self,

@@ -1,19 +1,19 @@
 """`GainCorrected`: a data term whose model visibilities pass through station
 gains before its arithmetic."""
 
-from collections.abc import Sequence
-
 import equinox as eqx
 import numpy as np
-from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
+from jaxtyping import Array, Complex, Float, Int, Scalar
 
-from .._forward._base import AbstractForwardModel, gather_index
-from .._terms._base import AbstractDataTerm, default_name, from_shared_vis
+from .._forward._base import AbstractForwardModel
+from .._sharding._mesh import AbstractSharded
+from .._terms._base import AbstractDataTerm, from_shared_vis
+from .._terms._wrapper import AbstractTermWrapper
 from .._validation import is_concrete
 from ._abstract import AbstractGains
 
 
-class GainCorrected(AbstractDataTerm, strict=True):
+class GainCorrected(AbstractTermWrapper):
     """A data term seen through station gains:
 
     `χ²(V̂) = term.χ²(g_a conj(g_b) V̂_ab)`
@@ -51,11 +51,9 @@ class GainCorrected(AbstractDataTerm, strict=True):
                 "`term` is already a GainCorrected: give its inner term "
                 "(`term.term`) and one set of gains."
             )
-        from .._sharding._chi2 import ShardedChi2  # here: no import cycle
-
-        if isinstance(term, ShardedChi2):
+        if isinstance(term, AbstractSharded):
             raise TypeError(
-                "`term` is a ShardedChi2: wrap the other way round, "
+                f"`term` is a {type(term).__name__}: wrap the other way round, "
                 "`ShardedChi2(GainCorrected(term, gains), mesh)` (the rows, gains "
                 "applied, are what is split over the devices)."
             )
@@ -103,30 +101,12 @@ class GainCorrected(AbstractDataTerm, strict=True):
         self.gains = gains
 
     @property
-    def report_name(self) -> str:  # type: ignore[override]
-        """The inner term's report name (`amp`, `vis`, ...)."""
-        return default_name(self.term)
-
-    @property
-    def weight(self) -> Float[Array, " n"]:  # type: ignore[override]
-        return self.term.weight
-
-    @property
-    def n_rows(self) -> Int[Array, ""]:  # type: ignore[override]
-        return self.term.n_rows
-
-    @property
     def stations(self) -> Int[Array, "*points 2"]:
         return self.term.stations
 
     @property
     def time_index(self) -> Int[Array, " n"]:
         return self.term.time_index
-
-    def _row_paths(self) -> set[tuple[str, ...]]:
-        # The rows live in the inner term (the wrapper holds the forward model and
-        # the gains, which are per station and interval, not per row).
-        return {("term", *p) for p in self.term._row_paths()}
 
     def corrupted(self, vis: Complex[Array, "*points"]) -> Complex[Array, "*points"]:
         """The model visibilities with the gains applied."""
@@ -137,28 +117,6 @@ class GainCorrected(AbstractDataTerm, strict=True):
 
     def residuals_from_vis(self, vis: Complex[Array, "*points"]) -> Float[Array, " m"]:
         return from_shared_vis(self.term, "residuals_from_vis", self.corrupted(vis))
-
-    def take_rows(
-        self, index: ArrayLike | Sequence[int], *, n_rows: int | None = None
-    ) -> "GainCorrected":
-        idx = gather_index(index, self.rows, "index")
-        out = eqx.tree_at(
-            lambda t: t.term, self, self.term.take_rows(idx, n_rows=n_rows)
-        )
-        if self.forward is not None:
-            out = eqx.tree_at(lambda t: t.forward, out, self.forward.take(idx))
-        return out
-
-    def pad_rows(self, length: int) -> "GainCorrected":
-        n = self.rows
-        inner = self.term.pad_rows(length)
-        if inner is self.term:
-            return self
-        out = eqx.tree_at(lambda t: t.term, self, inner)
-        if self.forward is not None:
-            index = np.concatenate([np.arange(n), np.zeros(length - n, np.int64)])
-            out = eqx.tree_at(lambda t: t.forward, out, self.forward.take(index))
-        return out
 
 
 def check_same_tables(term, gains: AbstractGains) -> None:

@@ -9,7 +9,7 @@ from jaxtyping import Array, Float
 from .._grid import ImageGrid, same_grid
 
 
-class AbstractImageModel(eqx.Module, strict=True):
+class AbstractImageModel(eqx.Module):
     """Base class of image models: a module whose `__call__()` returns the image,
     shape `(ny, nx)` in Jy/pixel, on a fixed [`eqmodels.ImageGrid`][].
 

@@ -22,7 +22,7 @@ from ._parametric import (
 )
 
 
-class GaussianImage(AbstractImageModel, strict=True):
+class GaussianImage(AbstractImageModel):
     r"""An elliptical Gaussian rendered on the grid, differentiable in its
     parameters:
 

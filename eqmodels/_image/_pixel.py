@@ -20,7 +20,7 @@ _TRANSFORMS = ("log", "identity")
 _SAME_GRID = "`grid` is {!r}: build it on the same grid."
 
 
-class PixelImage(AbstractImageModel, strict=True):
+class PixelImage(AbstractImageModel):
     """An image whose pixels are free parameters.
 
     With `transform="log"` (default) the parameters are `x = ln I` and the image is

@@ -22,7 +22,7 @@ from ._parametric import (
 )
 
 
-class RingImage(AbstractImageModel, strict=True):
+class RingImage(AbstractImageModel):
     r"""A ring with a Gaussian radial profile and a cosine brightness asymmetry,
     rendered on the grid, differentiable in its parameters:
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from .._compile import run_once_jit
 from .._data._derived import amplitudes, closure_phases, log_closure_amplitudes
-from .._data._fitsimage import image_metadata
+from .._data._fitsimage import image_metadata, load_fits
 from .._data._noise import add_fractional_noise, add_systematic_noise
 from .._data._recipe_ops import (
     blur_image,
@@ -536,8 +536,6 @@ def closure_score(image, datasets, *, grid: ImageGrid | None = None) -> dict:
     **Returns:** `{"cphase": χ², "logcamp": χ²}` (no offset).
     """
     if isinstance(image, str | os.PathLike):
-        from .._data._fitsimage import load_fits
-
         if grid is not None:
             raise TypeError(
                 "`grid` is read from the FITS file: give it only with an array image."

@@ -3,6 +3,7 @@ the regularizers."""
 
 import abc
 import math
+from typing import ClassVar
 
 import jax.numpy as jnp
 import numpy as np
@@ -12,18 +13,18 @@ from .._custom_types import ArraySequence
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel
 from .._numerics import asarray
-from .._terms._base import (
-    AbstractTerm,
+from .._terms._inputs import (
     as_image,
     check_real_scalar,
     default_name,
     ImageLike,
     term_grid,
 )
+from .._terms._objective import AbstractTerm
 from .._validation import as_real, check_radians, is_concrete, scalar_leaf
 
 
-class AbstractRegularizer(AbstractTerm, strict=True):
+class AbstractRegularizer(AbstractTerm):
     """Base class of regularizers: a penalty on the image, to be **minimised**.
 
     `reg(image)` accepts an `(ny, nx)` array or an [`eqmodels.AbstractImageModel`][];
@@ -32,7 +33,12 @@ class AbstractRegularizer(AbstractTerm, strict=True):
 
     Entropies are returned with eht-imaging's sign flipped (eht-imaging maximises
     `S`, we minimise `−S`), so every regularizer here is a penalty.
+
+    A penalty that is a sum of squares may define the optional
+    `residuals(image)` (see below; `has_residuals` then says so).
     """
+
+    has_residuals: ClassVar[bool] = False
 
     @abc.abstractmethod
     def penalty(self, image: Float[Array, "ny nx"]) -> Scalar:
@@ -48,6 +54,21 @@ class AbstractRegularizer(AbstractTerm, strict=True):
         """
         return check_real_scalar(
             self.penalty(as_image(image, term_grid(self))), default_name(self), self
+        )
+
+
+    def residuals(self, image: ImageLike) -> Float[Array, " m"]:
+        """Optional: the real residual vector `r` of a penalty that is a sum of
+        squares, `penalty = Σ r²` (what Gauss-Newton and Levenberg-Marquardt
+        minimise). A subclass that defines it declares `has_residuals = True` (set
+        for it when it defines `residuals` and says nothing); the base's raises.
+
+        **Arguments:** `image`, an `(ny, nx)` array or an image model.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} is not a sum of squares (it declares no "
+            "`residuals`): least-squares solvers need one; minimise the objective "
+            "with a gradient solver instead, or define `residuals(image)` on it."
         )
 
 

@@ -82,7 +82,7 @@ def _negative_part(image):
     return jnp.sum(jnp.where(image < 0, -image, 0.0))
 
 
-class SimpleEntropy(AbstractRegularizer, strict=True):
+class SimpleEntropy(AbstractRegularizer):
     r"""Relative ("simple") entropy penalty, eht-imaging's `'simple'` with the sign
     flipped:
 
@@ -132,7 +132,7 @@ class SimpleEntropy(AbstractRegularizer, strict=True):
         return out / as_dtype(self.flux, image) if self.normalise else out
 
 
-class GullSkillingEntropy(AbstractRegularizer, strict=True):
+class GullSkillingEntropy(AbstractRegularizer):
     r"""Gull-Skilling entropy penalty, eht-imaging's `'gs'` with the sign flipped:
 
     `R(I) = Σ_p (P_p − I_p + I_p ln(I_p / P_p))` (>= 0, zero at `I = P`), divided by

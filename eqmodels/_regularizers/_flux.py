@@ -5,12 +5,12 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Scalar
 
 from .._custom_types import RealLike
-from .._terms._base import as_image, ImageLike
+from .._terms._inputs import as_image, ImageLike
 from .._validation import check_flag, scalar_leaf
 from ._base import AbstractRegularizer, as_dtype
 
 
-class Flux(AbstractRegularizer, strict=True):
+class Flux(AbstractRegularizer):
     r"""Total-flux penalty, eht-imaging's `'flux'` with the sign flipped:
 
     `R(I) = (Σ_p I_p − F)²`, divided by `F²` when `normalise=True`.

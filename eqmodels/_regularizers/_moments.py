@@ -26,7 +26,7 @@ def safe_div(num, den):
     return jnp.where(zero, 0.0, num / jnp.where(zero, jnp.ones_like(den), den))
 
 
-class Centroid(AbstractRegularizer, strict=True):
+class Centroid(AbstractRegularizer):
     r"""Centroid penalty (keeps the image centred on the phase centre):
 
     `R(I) = (Σ_p I_p x_p)² + (Σ_p I_p y_p)²`, divided by `b² F²` when
@@ -74,7 +74,7 @@ class Centroid(AbstractRegularizer, strict=True):
         return out / (bf * bf)
 
 
-class Compactness(AbstractRegularizer, strict=True):
+class Compactness(AbstractRegularizer):
     r"""Second moment about the centroid (eht-imaging's `'compact'`, sign flipped):
 
     `R(I) = Σ_p I_p ((x_p − x̄)² + (y_p − ȳ)²)`, `x̄ = Σ I x / F`, `ȳ = Σ I y / F`,
@@ -129,7 +129,7 @@ class Compactness(AbstractRegularizer, strict=True):
         return out / (as_dtype(self.flux, image) * b * b)
 
 
-class Compactness2(AbstractRegularizer, strict=True):
+class Compactness2(AbstractRegularizer):
     r"""Squared-intensity moment about the phase centre (eht-imaging's
     `'compact2'`, sign flipped):
 
@@ -171,7 +171,7 @@ class Compactness2(AbstractRegularizer, strict=True):
         return out / (fb * fb)
 
 
-class GaussianMoments(AbstractRegularizer, strict=True):
+class GaussianMoments(AbstractRegularizer):
     r"""Penalises the difference between the image's second moments and those of a
     target elliptical Gaussian (eht-imaging's `'rgauss'`, sign flipped):
 

@@ -9,7 +9,7 @@ from jaxtyping import Array, Float, Scalar
 from .._custom_types import RealLike
 from .._grid import ImageGrid
 from .._numerics import safe_hypot, safe_sqrt
-from .._terms._base import as_image, ImageLike
+from .._terms._inputs import as_image, ImageLike
 from .._validation import check_flag, check_grid
 from ._base import (
     AbstractRegularizer,
@@ -30,7 +30,7 @@ def forward_differences(image):
     return d_row, d_col
 
 
-class TV(AbstractRegularizer, strict=True):
+class TV(AbstractRegularizer):
     r"""Total variation (isotropic), eht-imaging's `'tv'` with the sign flipped:
 
     `R(I) = Σ_{i,j} sqrt((I[i+1,j] − I[i,j])² + (I[i,j+1] − I[i,j])² + ε)`,
@@ -92,7 +92,7 @@ class TV(AbstractRegularizer, strict=True):
         return out / norm
 
 
-class TSV(AbstractRegularizer, strict=True):
+class TSV(AbstractRegularizer):
     r"""Total squared variation, eht-imaging's `'tv2'` with the sign flipped:
 
     `R(I) = Σ_{i,j} (I[i+1,j] − I[i,j])² + (I[i,j+1] − I[i,j])²`,

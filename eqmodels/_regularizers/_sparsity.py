@@ -21,7 +21,7 @@ from ._base import (
 )
 
 
-class L1(AbstractRegularizer, strict=True):
+class L1(AbstractRegularizer):
     r"""L1 norm of the image, eht-imaging's `'l1'` with the sign flipped:
 
     `R(I) = Σ_p |I_p|`, divided by the target flux `F` when `normalise=True`.
@@ -51,7 +51,7 @@ class L1(AbstractRegularizer, strict=True):
         return out / as_dtype(self.flux, image) if self.normalise else out
 
 
-class WeightedL1(AbstractRegularizer, strict=True):
+class WeightedL1(AbstractRegularizer):
     r"""Prior-weighted L1, eht-imaging's `'l1w'` with the sign flipped:
 
     `R(I) = Σ_p sqrt(I_p² + ε) / (sqrt(P_p² + ε) + ε)`, `ε = 1e-10` by default

@@ -12,6 +12,7 @@ from jaxtyping import Array, ArrayLike, Complex, Float
 from .._forward._base import AbstractForwardModel, gather_index, take_rows
 from .._validation import is_concrete
 from ._mesh import (
+    AbstractSharded,
     check_mesh,
     compiled,
     forward_prefixes,
@@ -22,7 +23,7 @@ from ._mesh import (
 )
 
 
-class ShardedForward(AbstractForwardModel, strict=True):
+class ShardedForward(AbstractForwardModel, AbstractSharded):
     """A forward model evaluated with its points split over one axis of a device
     mesh (`jax.shard_map`): each device transforms its share of the points (for
     `DirectFT` it holds `1/n` of the matrix), the image is replicated, and the

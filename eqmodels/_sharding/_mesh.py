@@ -11,6 +11,33 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from .._validation import is_concrete
 
 
+class AbstractSharded(eqx.Module):
+    """Base class of modules split over one axis of a device mesh
+    ([`eqmodels.ShardedChi2`][], [`eqmodels.ShardedForward`][]). The one rule for
+    finding sharded parts in a tree of modules ([`eqmodels.sharded_parts`][]) is
+    `isinstance(x, AbstractSharded)`: a sharded module of your own subclasses it
+    (and holds `mesh`, `axis_name`) to be found by the objective's one-device-set
+    check and by `survey`.
+    """
+
+    mesh: eqx.AbstractVar[Mesh]
+    axis_name: eqx.AbstractVar[str]
+
+
+def sharded_parts(tree) -> list[AbstractSharded]:
+    """The sharded modules ([`eqmodels.AbstractSharded`][]) in `tree`, outermost
+    first (a sharded module's own contents are not searched).
+
+    **Arguments:** `tree`, any PyTree (a term, an objective, a forward model).
+
+    **Returns:** the list of sharded modules, in tree order.
+    """
+    found = jax.tree_util.tree_leaves(
+        tree, is_leaf=lambda x: isinstance(x, AbstractSharded)
+    )
+    return [x for x in found if isinstance(x, AbstractSharded)]
+
+
 @eqx.filter_jit
 def compiled(fn, *args):
     """`fn(*args)` as one compiled program, cached by `fn` and the arguments'

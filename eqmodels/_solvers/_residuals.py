@@ -11,10 +11,10 @@ from jaxtyping import Array, Float
 
 from .._regularizers._base import AbstractRegularizer
 from .._terms._base import (
-    AbstractDataTerm,
     as_image,
     check_real_residuals,
     Objective,
+    provides_residuals,
     term_grid,
 )
 
@@ -35,7 +35,7 @@ def objective_residuals(objective, image) -> Float[Array, " m"]:
     """
     if isinstance(objective, Objective):
         for name, term in zip(objective.names, objective.terms):
-            if not (isinstance(term, AbstractDataTerm) or hasattr(term, "residuals")):
+            if not provides_residuals(term):
                 raise TypeError(
                     f"term {name!r} ({type(term).__name__}) has no `residuals`: "
                     "Gauss-Newton / Levenberg-Marquardt need every term to be a sum "
@@ -44,7 +44,7 @@ def objective_residuals(objective, image) -> Float[Array, " m"]:
                 )
         # One evaluation of each shared transform for all data terms.
         return objective.residuals(image)
-    if not (isinstance(objective, AbstractDataTerm) or hasattr(objective, "residuals")):
+    if not provides_residuals(objective):
         raise TypeError(
             f"{type(objective).__name__} has no `residuals`: Gauss-Newton / "
             "Levenberg-Marquardt need a sum of squares."

@@ -39,7 +39,7 @@ from ._solvers import (
 )
 
 
-class Solution(eqx.Module, strict=True):
+class Solution(eqx.Module):
     """What [`eqmodels.solve`][] returns (batched along a leading axis under
     `vmap` and in a survey).
 

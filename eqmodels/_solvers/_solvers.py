@@ -19,13 +19,13 @@ from .._validation import scalar_leaf
 from ._jacobian import check_chunk_size, check_memory_budget, DEFAULT_MEMORY_BUDGET
 
 
-class AbstractSolver(eqx.Module, strict=True):
+class AbstractSolver(eqx.Module):
     """Base class of the solvers accepted by [`eqmodels.solve`][] and
     [`eqmodels.survey`][]. Subclass [`eqmodels.AbstractGradientSolver`][] (any optax
     transformation) or [`eqmodels.AbstractLeastSquaresSolver`][]."""
 
 
-class AbstractGradientSolver(AbstractSolver, strict=True):
+class AbstractGradientSolver(AbstractSolver):
     """A solver that runs an optax transformation on the objective's gradient.
 
     Subclasses implement `transformation()`, called *inside* the compiled program:
@@ -67,7 +67,7 @@ def _real(name, value, *, low=0.0, high=None, low_open=False, high_open=True):
     return v
 
 
-class LBFGS(AbstractGradientSolver, strict=True):
+class LBFGS(AbstractGradientSolver):
     """Limited-memory BFGS (optax's `lbfgs`) with a line search whose value and
     gradient are reused by the next step (about one objective evaluation per
     iteration).
@@ -126,7 +126,7 @@ class LBFGS(AbstractGradientSolver, strict=True):
         return optax.lbfgs(memory_size=self.memory_size, linesearch=ls)
 
 
-class Adam(AbstractGradientSolver, strict=True):
+class Adam(AbstractGradientSolver):
     """Adam (optax's `adam`). The learning rate is an array leaf: a new value does
     not recompile, and a survey can batch over it (one `Adam` per configuration)."""
 
@@ -162,7 +162,7 @@ class Adam(AbstractGradientSolver, strict=True):
         return optax.adam(self.learning_rate, b1=self.b1, b2=self.b2)
 
 
-class OptaxSolver(AbstractGradientSolver, strict=True):
+class OptaxSolver(AbstractGradientSolver):
     """Any optax `GradientTransformation` (a chain, a schedule, `optax.lbfgs` with
     your own line search, ...).
 
@@ -187,7 +187,7 @@ class OptaxSolver(AbstractGradientSolver, strict=True):
         return self.optimiser
 
 
-class AbstractLeastSquaresSolver(AbstractSolver, strict=True):
+class AbstractLeastSquaresSolver(AbstractSolver):
     """A solver on the residuals `r` of the objective (`J = Σ r²`) and their
     Jacobian, computed in chunks of `chunk_size` rows (or `"auto"`, the largest
     chunk within `memory_budget` bytes).
@@ -213,7 +213,7 @@ def _check_ls(chunk_size, memory_budget):
     return chunk_size if isinstance(chunk_size, str) else int(chunk_size)
 
 
-class GaussNewton(AbstractLeastSquaresSolver, strict=True):
+class GaussNewton(AbstractLeastSquaresSolver):
     """Gauss-Newton: the full least-squares step `δ` (`J δ ≈ −r`), without
     globalisation. When the problem is underdetermined (fewer residuals than
     parameters) it is the step of least `‖D δ‖` with Marquardt's scaling
@@ -247,7 +247,7 @@ class GaussNewton(AbstractLeastSquaresSolver, strict=True):
         self.jitter = _real("jitter", jitter)
 
 
-class LevenbergMarquardt(AbstractLeastSquaresSolver, strict=True):
+class LevenbergMarquardt(AbstractLeastSquaresSolver):
     """Levenberg-Marquardt: Gauss-Newton steps damped by `λ·diag(JᵀJ)`, `λ` adapted by the
     ratio of actual to predicted reduction (Nielsen's rule: shrink on a good step,
     double the growth factor after each rejected one). Every term must have

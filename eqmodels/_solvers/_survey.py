@@ -23,7 +23,7 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from .._gains._survey import restore_gains, stack_gains
 from .._numerics import asarray
-from .._sharding._mesh import split_explicitly
+from .._sharding._mesh import sharded_parts, split_explicitly
 from .._tree import structure_difference
 from ._common import is_real_float_array
 from ._jacobian import (
@@ -46,7 +46,7 @@ _AXIS = "survey"  # the device mesh axis
 _VMAP_AXIS = "survey_batch"  # the vmap axis (its loop condition is psum-reduced)
 
 
-class SurveyResult(eqx.Module, strict=True):
+class SurveyResult(eqx.Module):
     """What [`eqmodels.survey`][] returns.
 
     - `solutions`: one [`eqmodels.Solution`][] whose leaves carry a leading axis of
@@ -469,12 +469,7 @@ class _TextProgress:
 
 def _term_meshes(objectives) -> list:
     """The meshes of the sharded terms and shared transforms in `objectives`."""
-    from .._sharding._chi2 import ShardedChi2
-    from .._sharding._forward import ShardedForward
-
-    kinds = (ShardedChi2, ShardedForward)
-    found = jax.tree.leaves(objectives, is_leaf=lambda x: isinstance(x, kinds))
-    return [x.mesh for x in found if isinstance(x, kinds)]
+    return [x.mesh for x in sharded_parts(objectives)]
 
 
 def _survey_devices(objectives, devices) -> list:

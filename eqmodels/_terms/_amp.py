@@ -4,6 +4,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
+from .._forward._select import ForwardLike
 from .._grid import ImageGrid
 from .._numerics import safe_sqrt
 from ._base import AbstractDataTerm
@@ -18,7 +19,7 @@ from ._common import (
 )
 
 
-class AmpChi2(AbstractDataTerm, strict=True):
+class AmpChi2(AbstractDataTerm):
     r"""Chi² of visibility amplitudes (eht-imaging's `'amp'` term):
 
     `χ² = (1/N) Σ_k w_k (|V̂_k| − A_k)²`, `w_k = 1/σ_k²`,
@@ -79,7 +80,7 @@ class AmpChi2(AbstractDataTerm, strict=True):
 
     @classmethod
     def from_data(
-        cls, data, grid: ImageGrid, *, forward: str = "direct", **forward_kwargs
+        cls, data, grid: ImageGrid, *, forward: ForwardLike = "direct", **forward_kwargs
     ) -> "AmpChi2":
         """The term for an [`eqmodels.AmpProducts`][] (or anything with `u`, `v`,
         `amp`, `sigma`).
@@ -88,7 +89,9 @@ class AmpChi2(AbstractDataTerm, strict=True):
 
         - `data`: the amplitude products.
         - `grid`: the image grid.
-        - `forward`: `"direct"`, `"separable"` or `"nufft"`.
+        - `forward`: `"direct"`, `"separable"` or `"nufft"`, a forward-model class
+          or a callable `(grid, u, v) -> forward model` (see
+          [`eqmodels.make_forward`][]).
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
         return term_from_data(

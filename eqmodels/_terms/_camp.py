@@ -4,6 +4,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
+from .._forward._select import ForwardLike
 from .._grid import ImageGrid
 from .._numerics import safe_sqrt
 from ._base import AbstractDataTerm
@@ -19,7 +20,7 @@ from ._common import (
 )
 
 
-class ClosureAmpChi2(AbstractDataTerm, strict=True):
+class ClosureAmpChi2(AbstractDataTerm):
     r"""Chi² of closure amplitudes (eht-imaging's `'camp'` term):
 
     `χ² = (1/N) Σ_k w_k (C_k − Ĉ_k)²`,
@@ -86,7 +87,7 @@ class ClosureAmpChi2(AbstractDataTerm, strict=True):
 
     @classmethod
     def from_data(
-        cls, data, grid: ImageGrid, *, forward: str = "direct", **forward_kwargs
+        cls, data, grid: ImageGrid, *, forward: ForwardLike = "direct", **forward_kwargs
     ) -> "ClosureAmpChi2":
         """The term for a [`eqmodels.ClosureAmpProducts`][] (or anything with `u`,
         `v` of shape `(n, 4)`, `camp`, `sigma`).
@@ -95,7 +96,9 @@ class ClosureAmpChi2(AbstractDataTerm, strict=True):
 
         - `data`: the closure amplitude products.
         - `grid`: the image grid.
-        - `forward`: `"direct"`, `"separable"` or `"nufft"`.
+        - `forward`: `"direct"`, `"separable"` or `"nufft"`, a forward-model class
+          or a callable `(grid, u, v) -> forward model` (see
+          [`eqmodels.make_forward`][]).
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
         return term_from_data(

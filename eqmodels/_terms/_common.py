@@ -13,7 +13,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Complex, Float, Int
 
 from .._forward._base import AbstractForwardModel
-from .._forward._select import make_forward
+from .._forward._select import ForwardLike, make_forward
 from .._grid import ImageGrid
 from .._numerics import asarray
 from .._validation import as_real, check_nonempty, check_positive, is_concrete
@@ -350,7 +350,7 @@ def term_from_data(
     data,
     values: str,
     grid: ImageGrid,
-    forward: str,
+    forward: ForwardLike,
     forward_kwargs: dict,
     *,
     k,

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
+from .._forward._select import ForwardLike
 from .._grid import ImageGrid
 from ._base import AbstractDataTerm
 from ._common import (
@@ -17,7 +18,7 @@ from ._common import (
 )
 
 
-class ClosurePhaseChi2(AbstractDataTerm, strict=True):
+class ClosurePhaseChi2(AbstractDataTerm):
     r"""Chi² of closure phases (eht-imaging's `'cphase'` term):
 
     `χ² = (2/N) Σ_k w_k (1 − cos(ψ_k − ψ̂_k))`, `ψ̂_k = arg(V̂_k1 V̂_k2 V̂_k3)`,
@@ -78,7 +79,7 @@ class ClosurePhaseChi2(AbstractDataTerm, strict=True):
 
     @classmethod
     def from_data(
-        cls, data, grid: ImageGrid, *, forward: str = "direct", **forward_kwargs
+        cls, data, grid: ImageGrid, *, forward: ForwardLike = "direct", **forward_kwargs
     ) -> "ClosurePhaseChi2":
         """The term for a [`eqmodels.ClosurePhaseProducts`][] (or anything with `u`,
         `v` of shape `(n, 3)`, `cphase`, `sigma`, in radians).
@@ -87,7 +88,9 @@ class ClosurePhaseChi2(AbstractDataTerm, strict=True):
 
         - `data`: the closure-phase products.
         - `grid`: the image grid.
-        - `forward`: `"direct"`, `"separable"` or `"nufft"`.
+        - `forward`: `"direct"`, `"separable"` or `"nufft"`, a forward-model class
+          or a callable `(grid, u, v) -> forward model` (see
+          [`eqmodels.make_forward`][]).
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
         return term_from_data(

@@ -4,6 +4,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
+from .._forward._select import ForwardLike
 from .._grid import ImageGrid
 from ._base import AbstractDataTerm
 from ._common import (
@@ -17,7 +18,7 @@ from ._common import (
 )
 
 
-class LogClosureAmpChi2(AbstractDataTerm, strict=True):
+class LogClosureAmpChi2(AbstractDataTerm):
     r"""Chi² of log closure amplitudes (eht-imaging's `'logcamp'` term):
 
     `χ² = (1/N) Σ_k w_k (ln C_k − ln Ĉ_k)²`,
@@ -74,7 +75,7 @@ class LogClosureAmpChi2(AbstractDataTerm, strict=True):
 
     @classmethod
     def from_data(
-        cls, data, grid: ImageGrid, *, forward: str = "direct", **forward_kwargs
+        cls, data, grid: ImageGrid, *, forward: ForwardLike = "direct", **forward_kwargs
     ) -> "LogClosureAmpChi2":
         """The term for a [`eqmodels.LogClosureAmpProducts`][] (or anything with `u`,
         `v` of shape `(n, 4)`, `logcamp`, `sigma`).
@@ -83,7 +84,9 @@ class LogClosureAmpChi2(AbstractDataTerm, strict=True):
 
         - `data`: the log closure amplitude products.
         - `grid`: the image grid.
-        - `forward`: `"direct"`, `"separable"` or `"nufft"`.
+        - `forward`: `"direct"`, `"separable"` or `"nufft"`, a forward-model class
+          or a callable `(grid, u, v) -> forward model` (see
+          [`eqmodels.make_forward`][]).
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
         return term_from_data(

@@ -71,7 +71,7 @@ def share_key(forward: AbstractForwardModel | None):
     )
 
 
-class SharedForward(eqx.Module, strict=True):
+class SharedForward(eqx.Module):
     """One forward model at the distinct points of several data terms (its points
     are flat, `(m,)`), and for each member term the gather `index` and the
     conjugation mask `conj` (both shaped like the member's points) that rebuild its
@@ -199,19 +199,17 @@ def merge(
 
 
 def _point_fields_follow_uv(forward: AbstractForwardModel) -> bool:
-    """Whether `forward`'s per-point leaves are functions of `(u, v)` alone, with
-    `V(−u, −v) = conj V(u, v)` (a real image): true of eqmodels' own models, whose
-    extra point fields are matrices built from `u`, `v`. A user's model may hold
-    per-point data of its own (a per-point gain, say): its points are merged only
-    where every point leaf is equal, in the same orientation. The identity also
-    needs an even pulse (`P(−u, −v) = P(u, v)`, true of every real pixel shape
-    symmetric about its centre, and of eqmodels' own pulses): a user's pulse is
-    trusted only when it is one of eqmodels' (from a review: an odd pulse made
-    a shared objective differ from its terms)."""
-    if not type(forward).__module__.startswith("eqmodels."):
+    """Whether `forward`'s points may be merged up to sign: its class declares
+    `hermitian_points` (per-point leaves functions of `(u, v)` alone, with
+    `V(−u, −v) = conj V(u, v)` for a real image) and its pulse, if any, declares
+    `even` (`P(−u, −v) = P(u, v)`). Both default to `False`: an undeclared model
+    or pulse has its points merged only where every point leaf is equal, in the
+    same orientation (an odd pulse would make a shared objective differ from its
+    terms)."""
+    if not type(forward).hermitian_points:
         return False
     pulse = getattr(forward, "pulse", None)
-    return pulse is None or type(pulse).__module__.startswith("eqmodels.")
+    return pulse is None or bool(getattr(type(pulse), "even", False))
 
 
 def _point_bytes(forwards, u, v) -> np.ndarray:

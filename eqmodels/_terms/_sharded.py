@@ -7,21 +7,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-from jaxtyping import Array, Complex, Float, Int, Scalar
+from jaxtyping import Array, Complex, Float, Scalar
 
 from .._forward._base import AbstractForwardModel
 from .._numerics import asarray
-from .._terms._base import (
-    AbstractDataTerm,
-    AbstractTerm,
-    as_image,
-    check_rows_declared,
-    from_shared_vis,
-    ImageLike,
-    n_rows_leaf,
-)
-from .._terms._common import index_key_leaf
-from ._mesh import (
+from .._sharding._mesh import (
+    AbstractSharded,
     check_mesh,
     check_same_on_every_process,
     compiled,
@@ -31,9 +22,14 @@ from ._mesh import (
     place,
     split_specs,
 )
+from ._base import AbstractDataTerm, check_rows_declared, n_rows_leaf
+from ._common import index_key_leaf
+from ._inputs import as_image, from_shared_vis, ImageLike
+from ._objective import AbstractTerm
+from ._wrapper import AbstractTermWrapper
 
 
-class ShardedChi2(AbstractDataTerm, strict=True):
+class ShardedChi2(AbstractTermWrapper, AbstractSharded):
     r"""Any data term with its rows split over one axis of a device mesh.
 
     The rows are padded to a multiple of the axis size with rows of weight exactly 0
@@ -218,23 +214,15 @@ class ShardedChi2(AbstractDataTerm, strict=True):
         # leaves.
         return cls(term, mesh, axis_name)
 
-    # The data-term fields, delegated to the wrapped term (padding rows included).
+    # The forward model lives in the wrapped term (padding rows included); weight,
+    # n_rows, report_name and row_paths come from `AbstractTermWrapper`.
     @property
     def forward(self) -> AbstractForwardModel | None:
         return self.term.forward
 
-    @property
-    def weight(self) -> Float[Array, " n *values"]:
-        return self.term.weight
-
-    @property
-    def n_rows(self) -> Int[Array, ""]:
-        return self.term.n_rows
-
-    @property
-    def report_name(self) -> str:
-        """The wrapped term's report name."""
-        return self.term.report_name or type(self.term).__name__
+    # Evaluated per device through its own `__call__` / `residuals` when not served
+    # from a shared transform; `sharing` says when it is.
+    share_forward = True
 
     def chi2_from_vis(self, vis: Complex[Array, "*points"]) -> Scalar:
         """The wrapped term's χ² from visibilities at its (padded) points (an
@@ -323,17 +311,15 @@ class ShardedChi2(AbstractDataTerm, strict=True):
         padded = place(padded, _row_specs(padded, self.axis_name), self.mesh)
         return eqx.tree_at(lambda s: s.term, self, padded)
 
-    def _sharing(self):
-        # A wrapped term that overrides `__call__` is evaluated through it (this
-        # wrapper's own `__call__`, per device), never from a shared transform.
-        if self.term._sharing()[0] is None:
+    def sharing(self):
+        """The wrapped term's forward model, to be shared split over this mesh
+        (`(forward, (mesh, axis_name))`); `(None, None)` when the wrapped term
+        shares nothing (it is then evaluated through this wrapper's own
+        `__call__`, per device)."""
+        forward, _ = super().sharing()
+        if forward is None:
             return None, None
-        return self.term.forward, (self.mesh, self.axis_name)
-
-    def _without_forward(self) -> "ShardedChi2":
-        return eqx.tree_at(
-            lambda s: s.term.forward, self, None, is_leaf=lambda x: x is None
-        )
+        return forward, (self.mesh, self.axis_name)
 
 
 # The bodies of the public methods, module-level functions so that `compiled`
@@ -412,7 +398,7 @@ def _as_piece(term, rows, live, n, slots, table):
 
 
 def _row_specs(term: AbstractDataTerm, axis_name: str):
-    prefixes = set(term._row_paths())
+    prefixes = set(term.row_paths())
     if term.forward is not None:
-        prefixes |= forward_prefixes(term.forward, "forward")
+        prefixes |= forward_prefixes(term.forward, *term.forward_path())
     return split_specs(term, prefixes, axis_name)

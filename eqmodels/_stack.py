@@ -14,11 +14,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .._gains._joint import WithGains
-from .._gains._survey import stack_gains
-from .._tree import structure_difference
-from ._base import AbstractDataTerm, Objective
-from ._shared import SharedForward
+from ._gains._joint import WithGains
+from ._gains._survey import stack_gains
+from ._terms._base import AbstractDataTerm
+from ._terms._objective import Objective
+from ._terms._shared import SharedForward
+from ._tree import structure_difference
 
 
 _T = TypeVar("_T", AbstractDataTerm, Objective, WithGains)
