@@ -109,16 +109,26 @@ from ._solvers._common import is_real_float_array as is_real_float_array
 from ._solvers._jacobian import residual_jacobian as residual_jacobian
 from ._solvers._scipy import solve_scipy as solve_scipy
 from ._solvers._solve import Solution as Solution, solve as solve
-from ._solvers._solvers import (
-    AbstractGradientSolver as AbstractGradientSolver,
-    AbstractLeastSquaresSolver as AbstractLeastSquaresSolver,
+from ._solvers._base import (
     AbstractSolver as AbstractSolver,
-    Adam as Adam,
-    GaussNewton as GaussNewton,
-    LBFGS as LBFGS,
-    LevenbergMarquardt as LevenbergMarquardt,
-    OptaxSolver as OptaxSolver,
+    ObjectiveFunction as ObjectiveFunction,
+    SolverOptions as SolverOptions,
+    stop_test as stop_test,
 )
+from ._solvers._lbfgs import BacktrackingState as BacktrackingState, LBFGS as LBFGS
+from ._solvers._least_squares import (
+    AbstractLeastSquaresSolver as AbstractLeastSquaresSolver,
+    GaussNewton as GaussNewton,
+    LeastSquaresState as LeastSquaresState,
+    LevenbergMarquardt as LevenbergMarquardt,
+)
+from ._solvers._optax import (
+    AbstractGradientSolver as AbstractGradientSolver,
+    Adam as Adam,
+    OptaxSolver as OptaxSolver,
+    OptaxState as OptaxState,
+)
+from ._solvers._results import RESULTS as RESULTS
 from ._solvers._survey import survey as survey, SurveyResult as SurveyResult
 from ._terms._amp import AmpChi2 as AmpChi2
 from ._terms._base import AbstractTerm as AbstractTerm, Objective as Objective
@@ -180,6 +190,7 @@ __all__ = [
     "AbstractRegularizer",
     "AbstractSolver",
     "AbstractTerm",
+    "BacktrackingState",
     "Adam",
     "AliasingWarning",
     "add_fractional_noise",
@@ -228,6 +239,7 @@ __all__ = [
     "is_real_float_array",
     "L1",
     "LBFGS",
+    "LeastSquaresState",
     "LevenbergMarquardt",
     "load_fits",
     "load_uvfits",
@@ -240,7 +252,9 @@ __all__ = [
     "NUFFT",
     "Objective",
     "observe",
+    "ObjectiveFunction",
     "OptaxSolver",
+    "OptaxState",
     "pad_and_stack",
     "pad_to_match",
     "PixelImage",
@@ -254,6 +268,7 @@ __all__ = [
     "rad_to_uas",
     "rescale_zero_baseline",
     "residual_jacobian",
+    "RESULTS",
     "reverse_taper",
     "RingImage",
     "save_fits",
@@ -267,6 +282,8 @@ __all__ = [
     "solution_intervals",
     "solve",
     "solve_scipy",
+    "SolverOptions",
+    "stop_test",
     "StationGains",
     "StationTable",
     "survey",

@@ -588,7 +588,7 @@ def test_checkpoint_fingerprint_refuses_what_it_cannot_reach():
     """Settings nested deeper than the fingerprint goes are refused with a clear
     error, never fingerprinted by a constant (two different solvers would then
     share a checkpoint folder)."""
-    from eqmodels._solvers._survey import _describe
+    from eqmodels._solvers._checkpoint import _describe
 
     deep = 0.01
     for _ in range(150):

@@ -19,7 +19,8 @@ def stop_reason(f, fprev, g_inf, ftol, gtol):
     overshooting) is never convergence."""
     finite = jnp.isfinite(f) & jnp.isfinite(g_inf)
     denom = jnp.maximum(jnp.maximum(jnp.abs(f), jnp.abs(fprev)), 1.0)
-    small_f = (f <= fprev) & ((fprev - f) <= ftol * denom)
+    # (No previous value, `fprev = inf`, is no decrease.)
+    small_f = jnp.isfinite(fprev) & (f <= fprev) & ((fprev - f) <= ftol * denom)
     return jnp.where(
         ~finite,
         NONFINITE,
