@@ -104,17 +104,15 @@ from ._regularizers._smoothness import TSV as TSV, TV as TV
 from ._regularizers._sparsity import L1 as L1, WeightedL1 as WeightedL1
 from ._sharding._chi2 import ShardedChi2 as ShardedChi2
 from ._sharding._forward import ShardedForward as ShardedForward
-from ._solvers._cache import enable_compilation_cache as enable_compilation_cache
-from ._solvers._common import is_real_float_array as is_real_float_array
-from ._solvers._jacobian import residual_jacobian as residual_jacobian
-from ._solvers._scipy import solve_scipy as solve_scipy
-from ._solvers._solve import Solution as Solution, solve as solve
 from ._solvers._base import (
     AbstractSolver as AbstractSolver,
     ObjectiveFunction as ObjectiveFunction,
     SolverOptions as SolverOptions,
     stop_test as stop_test,
 )
+from ._solvers._cache import enable_compilation_cache as enable_compilation_cache
+from ._solvers._common import is_real_float_array as is_real_float_array
+from ._solvers._jacobian import residual_jacobian as residual_jacobian
 from ._solvers._lbfgs import BacktrackingState as BacktrackingState, LBFGS as LBFGS
 from ._solvers._least_squares import (
     AbstractLeastSquaresSolver as AbstractLeastSquaresSolver,
@@ -129,6 +127,8 @@ from ._solvers._optax import (
     OptaxState as OptaxState,
 )
 from ._solvers._results import RESULTS as RESULTS
+from ._solvers._scipy import solve_scipy as solve_scipy
+from ._solvers._solve import Solution as Solution, solve as solve
 from ._solvers._survey import survey as survey, SurveyResult as SurveyResult
 from ._terms._amp import AmpChi2 as AmpChi2
 from ._terms._base import AbstractTerm as AbstractTerm, Objective as Objective
