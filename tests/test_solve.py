@@ -5,6 +5,7 @@ not recompile; masked pixel images; the chunked Jacobian; the scipy bridge; erro
 
 import equinox as eqx
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -1001,3 +1002,45 @@ def test_results_is_an_enumeration_and_throw_raises_on_failure():
         jax.tree.map(lambda a, b: jnp.stack([a, b]), far, start())
     )
     assert list(batched.reason) == ["max_steps", "nonfinite"]
+
+
+class _LeastSquaresState(eqx.Module):
+    residuals: jax.Array
+    steps: jax.Array
+
+
+class _UsersGaussNewton(em.AbstractLeastSquaresSolver):
+    """A user's least-squares solver: an undamped Gauss-Newton step through
+    `lstsq` on the chunked Jacobian (`em.residual_jacobian`'s chunk, resolved by
+    `solve` from the declared `chunk_size` into `fn.jacobian_chunk`)."""
+
+    chunk_size: int = 5
+    memory_budget: float = 1e9
+
+    def init(self, fn, y, options):
+        return _LeastSquaresState(fn.residuals(y), jnp.zeros((), jnp.int32))
+
+    def step(self, fn, y, state, options):
+        x, unravel = jax.flatten_util.ravel_pytree(y)
+        assert fn.jacobian_chunk == 5
+        jac = jax.jacfwd(lambda v: fn.residuals(unravel(v)))(x)
+        delta = jnp.linalg.lstsq(jac, -state.residuals)[0]
+        y = unravel(x + delta)
+        return y, _LeastSquaresState(fn.residuals(y), state.steps + 1)
+
+    def terminate(self, fn, y, state, options):
+        return jnp.asarray(False), em.RESULTS.max_steps
+
+    def postprocess(self, fn, y, state, options, result):
+        return y, fn.value(y), None, {"evaluations": state.steps + 1}
+
+
+def test_a_users_least_squares_solver_is_run_not_refused():
+    """A subclass of `AbstractLeastSquaresSolver` other than ours was refused
+    (its step could not be said); now it says it and runs: one step solves the
+    linear least-squares problem as our Gauss-Newton does."""
+    term = _term()
+    got = em.solve(term, start(), _UsersGaussNewton(), max_steps=1)
+    want = em.solve(term, start(), em.GaussNewton(), max_steps=1)
+    assert_allclose(got.model.params, want.model.params, rtol=1e-8)
+    assert int(got.steps) == 1 and got.reason == "max_steps"

@@ -173,6 +173,10 @@ def test_survey_of_a_model_with_non_array_leaves(problem, tmp_path):
     again = _survey(objectives[:2], field, max_steps=5, checkpoint=tmp_path)
     assert again.computed_chunks == () and again.loaded_chunks == (0,)
     assert_allclose(again[1].model(), res[1].model(), rtol=0)
+    # The results come back as `em.RESULTS` members.
+    assert list(again.solutions.reason) == list(res.solutions.reason)
+    assert bool(again[1].result == res[1].result)
+    assert isinstance(again[1].result, em.RESULTS)
     # Another choice of parameters (the weight matrices only): another survey.
     with pytest.raises(ValueError, match="holds another survey"):
         _survey(

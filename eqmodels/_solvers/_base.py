@@ -101,7 +101,8 @@ class AbstractSolver(eqx.Module, Generic[_State]):
     [`eqmodels.survey`][], Optimistix-shaped: one loop calls
 
     ```
-    state = solver.init(fn, y0, options)
+    y, state = y0, solver.init(fn, y0, options)
+    done, result = solver.terminate(fn, y, state, options)
     while not done and state.steps < options.max_steps:
         y, state = solver.step(fn, y, state, options)
         done, result = solver.terminate(fn, y, state, options)

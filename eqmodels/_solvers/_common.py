@@ -1,4 +1,4 @@
-"""Stop codes shared by the solver loops."""
+"""Stop codes and loop helpers shared by the solvers."""
 
 from typing import Any
 
@@ -7,8 +7,8 @@ import jax
 import jax.numpy as jnp
 
 
-#: Why a solve stopped, indexed by `Solution.result`.
-REASONS = ("max_steps", "gtol", "ftol", "nonfinite", "linesearch")
+#: Stop codes inside the loops: `RUNNING`, else the value of an `RESULTS` member
+#: (`_results.py`).
 RUNNING, MAX_STEPS, GTOL, FTOL, NONFINITE, LINESEARCH = -1, 0, 1, 2, 3, 4
 
 

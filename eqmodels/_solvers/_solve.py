@@ -63,7 +63,7 @@ class Solution(eqx.Module):
     def reason(self) -> str | np.ndarray:
         """`result` as text (an array of strings when batched)."""
         hits = [np.asarray(self.result == getattr(RESULTS, n)) for n in REASONS]
-        out = np.select(hits, np.array(REASONS)[:, None][:, 0], REASONS[0])
+        out = np.select(hits, REASONS, REASONS[0])
         return str(out) if out.ndim == 0 else out
 
 
