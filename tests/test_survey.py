@@ -673,3 +673,18 @@ def test_survey_over_fixed_gains_of_two_data_sets_equals_single_solves():
         single = em.solve(obj, model, max_steps=5)
         assert_allclose(res[k].value, single.value, rtol=1e-9)
         assert_allclose(res[k].model.params, single.model.params, rtol=1e-8)
+
+
+def test_survey_results_and_throw(problem):
+    """A member that starts on NaN stops `nonfinite` on its own (the other runs
+    on); with `throw=True` the survey raises, naming the configuration and the
+    reason (on the host: an `eqx.error_if` inside a program split over two CPU
+    devices aborted the process)."""
+    objectives, model, _ = problem
+    bad = eqx.tree_at(lambda m: m.params, model, jnp.full_like(model.params, jnp.nan))
+    res = _survey(objectives[:2], [model, bad], max_steps=5, chunk_size=2)
+    assert list(res.solutions.reason[:2]) != ["nonfinite", "nonfinite"]
+    assert res[1].result == em.RESULTS.nonfinite and res[1].reason == "nonfinite"
+    assert res[0].reason != "nonfinite" and int(res[0].steps) > 0
+    with pytest.raises(RuntimeError, match="configuration 1 failed: nonfinite"):
+        _survey(objectives[:2], [model, bad], max_steps=5, chunk_size=2, throw=True)

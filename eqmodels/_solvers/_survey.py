@@ -33,6 +33,7 @@ from ._jacobian import (
     DEFAULT_MEMORY_BUDGET,
 )
 from ._least_squares import AbstractLeastSquaresSolver
+from ._results import failed
 from ._solve import (
     _param_dtype,
     check_objective,
@@ -149,6 +150,20 @@ def _run_chunk(shared, batched, size, opts, filter_spec, jac_chunk):
     )(batched)
 
 
+def _raise_on_failure(chunk: Solution, first: int) -> None:
+    """Raise naming the first failed configuration of a chunk (`first`: the
+    index of its first configuration)."""
+    bad = np.flatnonzero(np.asarray(failed(chunk.result)))
+    if bad.size:
+        i = int(bad[0])
+        raise RuntimeError(
+            f"configuration {first + i} failed: "
+            f"{np.atleast_1d(chunk.reason)[i]} "
+            f"({bad.size} failed in its chunk; `throw=False` returns them all with "
+            "their `result`)."
+        )
+
+
 def _progress(total: int, enabled: bool):
     if not enabled:
         return None
@@ -189,6 +204,7 @@ def survey(
     checkpoint: str | os.PathLike | None = None,
     progress: bool = False,
     callback: Callable[[int, Solution], None] | None = None,
+    throw: bool = False,
 ) -> SurveyResult:
     """Many reconstructions — over weights, prior widths, systematic noise, data
     sets padded to one length: anything that is an array leaf — in one compiled
@@ -237,9 +253,16 @@ def survey(
     - `callback`: `callback(chunk_index, solution_of_the_chunk)` after each chunk
       computed by this call (station gains of different data sets in it are the
       padded ones, see [`eqmodels.SurveyResult`][]).
+    - `throw`: as for [`eqmodels.solve`][]: raise a `RuntimeError` naming the
+      first configuration whose solve failed (`nonfinite`, `linesearch`; not
+      `max_steps`), after its chunk is saved. Checked on the host between chunks
+      (an in-program error aborts a program split over several CPU devices).
+      Default `False`: each `result` says why it stopped.
 
     **Returns:** a [`eqmodels.SurveyResult`][].
     """
+    if not isinstance(throw, bool):
+        raise TypeError(f"`throw` must be True or False, got {throw!r}.")
     objectives = list(objectives) if isinstance(objectives, Sequence) else None
     if not objectives:
         raise ValueError(
@@ -413,6 +436,8 @@ def survey(
             if callback is not None:
                 callback(i, assemble(leaves))
         parts.append(leaves)
+        if throw:
+            _raise_on_failure(assemble(leaves), i * batch)
         if bar is not None:
             bar.update(real)
     if bar is not None:
