@@ -107,21 +107,31 @@ from ._sharding._mesh import (
     AbstractSharded as AbstractSharded,
     sharded_parts as sharded_parts,
 )
+from ._solvers._base import (
+    AbstractSolver as AbstractSolver,
+    ObjectiveFunction as ObjectiveFunction,
+    SolverOptions as SolverOptions,
+    stop_test as stop_test,
+)
 from ._solvers._cache import enable_compilation_cache as enable_compilation_cache
 from ._solvers._common import is_real_float_array as is_real_float_array
 from ._solvers._jacobian import residual_jacobian as residual_jacobian
+from ._solvers._lbfgs import BacktrackingState as BacktrackingState, LBFGS as LBFGS
+from ._solvers._least_squares import (
+    AbstractLeastSquaresSolver as AbstractLeastSquaresSolver,
+    GaussNewton as GaussNewton,
+    LeastSquaresState as LeastSquaresState,
+    LevenbergMarquardt as LevenbergMarquardt,
+)
+from ._solvers._optax import (
+    AbstractGradientSolver as AbstractGradientSolver,
+    Adam as Adam,
+    OptaxSolver as OptaxSolver,
+    OptaxState as OptaxState,
+)
+from ._solvers._results import RESULTS as RESULTS
 from ._solvers._scipy import solve_scipy as solve_scipy
 from ._solvers._solve import Solution as Solution, solve as solve
-from ._solvers._solvers import (
-    AbstractGradientSolver as AbstractGradientSolver,
-    AbstractLeastSquaresSolver as AbstractLeastSquaresSolver,
-    AbstractSolver as AbstractSolver,
-    Adam as Adam,
-    GaussNewton as GaussNewton,
-    LBFGS as LBFGS,
-    LevenbergMarquardt as LevenbergMarquardt,
-    OptaxSolver as OptaxSolver,
-)
 from ._solvers._survey import survey as survey, SurveyResult as SurveyResult
 from ._stack import pad_and_stack as pad_and_stack, pad_to_match as pad_to_match
 from ._terms._amp import AmpChi2 as AmpChi2
@@ -187,6 +197,7 @@ __all__ = [
     "AbstractSharded",
     "AbstractTerm",
     "AbstractTermWrapper",
+    "BacktrackingState",
     "Adam",
     "AliasingWarning",
     "add_fractional_noise",
@@ -235,6 +246,7 @@ __all__ = [
     "is_real_float_array",
     "L1",
     "LBFGS",
+    "LeastSquaresState",
     "LevenbergMarquardt",
     "load_fits",
     "load_uvfits",
@@ -247,7 +259,9 @@ __all__ = [
     "NUFFT",
     "Objective",
     "observe",
+    "ObjectiveFunction",
     "OptaxSolver",
+    "OptaxState",
     "pad_and_stack",
     "pad_to_match",
     "PixelImage",
@@ -261,6 +275,7 @@ __all__ = [
     "rad_to_uas",
     "rescale_zero_baseline",
     "residual_jacobian",
+    "RESULTS",
     "reverse_taper",
     "RingImage",
     "save_fits",
@@ -275,6 +290,8 @@ __all__ = [
     "solution_intervals",
     "solve",
     "solve_scipy",
+    "SolverOptions",
+    "stop_test",
     "StationGains",
     "StationTable",
     "survey",

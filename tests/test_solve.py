@@ -5,6 +5,7 @@ not recompile; masked pixel images; the chunked Jacobian; the scipy bridge; erro
 
 import equinox as eqx
 import jax
+import jax.flatten_util
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -460,7 +461,8 @@ class _Bare(em.AbstractSolver):
 
 
 class _OwnLeastSquares(em.AbstractLeastSquaresSolver):
-    """Ran as Gauss-Newton without a word (from a review)."""
+    """Ran as Gauss-Newton without a word (from a review); now it must say its
+    step (`init` and `step` are abstract)."""
 
     chunk_size: int = 4
     memory_budget: float = 1e9
@@ -487,12 +489,10 @@ class _OwnLeastSquares(em.AbstractLeastSquaresSolver):
             ValueError,
             "no parameters",
         ),
-        (lambda: em.solve(_term(), start(), _Bare()), TypeError, "AbstractGradient"),
-        (
-            lambda: em.solve(_term(), start(), _OwnLeastSquares()),
-            TypeError,
-            "_OwnLeastSquares subclasses AbstractLeastSquaresSolver",
-        ),
+        # A solver must implement the protocol: refused at construction.
+        (lambda: em.solve(_term(), start(), _Bare()), TypeError, "abstract"),
+        (lambda: em.solve(_term(), start(), _OwnLeastSquares()), TypeError, "abstract"),
+        (lambda: em.solve(_term(), start(), throw=1), TypeError, "throw"),
         (lambda: em.LBFGS(linesearch="wolfe"), ValueError, "`linesearch`"),
         # A numpy start image (a porting user's): its raw pixels would be fitted,
         # with nothing to keep them positive. A JAX array is taken as it is.
@@ -920,3 +920,127 @@ def test_complex_and_integer_leaves_are_held_fixed_or_refused():
         "        return self.x",
     )
     assert msg is not None and "subclass `eqmodels.AbstractImageModel`" in msg, msg
+
+
+def _docs_solver():
+    """The user's solver of docs/solvers.md, executed from the page itself."""
+    import pathlib
+    import re
+
+    text = (pathlib.Path(__file__).parents[1] / "docs" / "solvers.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    (code,) = [b for b in blocks if "class GradientDescent" in b]
+    namespace = {}
+    exec(compile(code, "docs/solvers.md", "exec"), namespace)
+    return namespace["GradientDescent"]
+
+
+def test_a_users_solver_runs_through_solve_and_survey():
+    """The few-line gradient descent of the docs runs through the same loop as
+    ours: its steps are plain `y − lr·∇f` (checked against a Python loop), it
+    stops on `max_steps` and on the shared stopping test, and a survey runs it
+    per member (members with other learning rates stop on their own)."""
+    GradientDescent = _docs_solver()
+    obj = _term() + W_TSV * em.TSV(GRID)
+    lr = 2e-3
+    sol = em.solve(obj, start(), GradientDescent(jnp.asarray(lr)), max_steps=7)
+    x = start()
+    for _ in range(7):
+        g = eqx.filter_grad(obj)(x)
+        x = eqx.tree_at(lambda m: m.params, x, x.params - lr * g.params)
+    assert_allclose(sol.model.params, x.params, rtol=1e-12)
+    assert sol.reason == "max_steps" and int(sol.steps) == 7
+    assert int(sol.stats["evaluations"]) == 8
+    assert set(sol.report) == {"vis", "tv2"}
+    assert_allclose(sol.value, obj(sol.model), rtol=1e-12)
+    # The shared stopping test: a loose `gtol` stops it before `max_steps`.
+    loose = em.solve(
+        obj, start(), GradientDescent(jnp.asarray(lr)), max_steps=500, gtol=1.0
+    )
+    assert loose.reason == "gtol" and 0 < int(loose.steps) < 500
+    # A survey over learning rates: each member equals its own solve.
+    rates = [1e-3, 2e-3, 4e-3]
+    res = em.survey(
+        [obj] * 3,
+        start(),
+        [GradientDescent(jnp.asarray(r)) for r in rates],
+        max_steps=40,
+        gtol=0.5,
+    )
+    for i, r in enumerate(rates):
+        one = em.solve(
+            obj, start(), GradientDescent(jnp.asarray(r)), max_steps=40, gtol=0.5
+        )
+        assert_allclose(res[i].model.params, one.model.params, rtol=1e-10)
+        assert int(res[i].steps) == int(one.steps)
+        assert res[i].reason == one.reason
+
+
+class _NaNBelowOne(eqx.Module):
+    """An objective that is NaN while any pixel is below 1."""
+
+    objective: em.Objective
+
+    def __call__(self, model):
+        return self.objective(model) + jnp.log(jnp.min(model.params) - 1.0)
+
+
+def test_results_is_an_enumeration_and_throw_raises_on_failure():
+    """`result` is an `em.RESULTS` member; `throw=True` raises on `nonfinite`
+    (naming it), not on `max_steps`; the default raises nothing."""
+    obj = _term() + W_TSV * em.TSV(GRID)
+    sol = em.solve(obj, start(), max_steps=2, throw=True)
+    assert sol.result == em.RESULTS.max_steps and sol.reason == "max_steps"
+    nan_obj = _NaNBelowOne(obj)
+    quiet = em.solve(nan_obj, start(), max_steps=5)
+    assert quiet.result == em.RESULTS.nonfinite and not bool(quiet.converged)
+    with pytest.raises(Exception, match="nonfinite"):
+        jax.block_until_ready(em.solve(nan_obj, start(), max_steps=5, throw=True).value)
+    # Batched: one result per member.
+    far = eqx.tree_at(lambda m: m.params, start(), start().params + 2.0)
+    batched = jax.vmap(lambda s: em.solve(nan_obj, s, max_steps=3, gtol=0.0))(
+        jax.tree.map(lambda a, b: jnp.stack([a, b]), far, start())
+    )
+    assert list(batched.reason) == ["max_steps", "nonfinite"]
+
+
+class _LeastSquaresState(eqx.Module):
+    residuals: jax.Array
+    steps: jax.Array
+
+
+class _UsersGaussNewton(em.AbstractLeastSquaresSolver):
+    """A user's least-squares solver: an undamped Gauss-Newton step through
+    `lstsq` on the chunked Jacobian (`em.residual_jacobian`'s chunk, resolved by
+    `solve` from the declared `chunk_size` into `fn.jacobian_chunk`)."""
+
+    chunk_size: int = 5
+    memory_budget: float = 1e9
+
+    def init(self, fn, y, options):
+        return _LeastSquaresState(fn.residuals(y), jnp.zeros((), jnp.int32))
+
+    def step(self, fn, y, state, options):
+        x, unravel = jax.flatten_util.ravel_pytree(y)
+        assert fn.jacobian_chunk == 5
+        jac = jax.jacfwd(lambda v: fn.residuals(unravel(v)))(x)
+        delta = jnp.linalg.lstsq(jac, -state.residuals)[0]
+        y = unravel(x + delta)
+        return y, _LeastSquaresState(fn.residuals(y), state.steps + 1)
+
+    def terminate(self, fn, y, state, options):
+        return jnp.asarray(False), em.RESULTS.max_steps
+
+    def postprocess(self, fn, y, state, options, result):
+        return y, fn.value(y), None, {"evaluations": state.steps + 1}
+
+
+def test_a_users_least_squares_solver_is_run_not_refused():
+    """A subclass of `AbstractLeastSquaresSolver` other than ours was refused
+    (its step could not be said); now it says it and runs: one step solves the
+    linear least-squares problem as our Gauss-Newton does."""
+    term = _term()
+    got = em.solve(term, start(), _UsersGaussNewton(), max_steps=1)
+    want = em.solve(term, start(), em.GaussNewton(), max_steps=1)
+    assert_allclose(got.model.params, want.model.params, rtol=1e-8)
+    assert int(got.steps) == 1 and got.reason == "max_steps"

@@ -173,6 +173,10 @@ def test_survey_of_a_model_with_non_array_leaves(problem, tmp_path):
     again = _survey(objectives[:2], field, max_steps=5, checkpoint=tmp_path)
     assert again.computed_chunks == () and again.loaded_chunks == (0,)
     assert_allclose(again[1].model(), res[1].model(), rtol=0)
+    # The results come back as `em.RESULTS` members.
+    assert list(again.solutions.reason) == list(res.solutions.reason)
+    assert bool(again[1].result == res[1].result)
+    assert isinstance(again[1].result, em.RESULTS)
     # Another choice of parameters (the weight matrices only): another survey.
     with pytest.raises(ValueError, match="holds another survey"):
         _survey(
@@ -588,7 +592,7 @@ def test_checkpoint_fingerprint_refuses_what_it_cannot_reach():
     """Settings nested deeper than the fingerprint goes are refused with a clear
     error, never fingerprinted by a constant (two different solvers would then
     share a checkpoint folder)."""
-    from eqmodels._solvers._survey import _describe
+    from eqmodels._solvers._checkpoint import _describe
 
     deep = 0.01
     for _ in range(150):
@@ -669,3 +673,18 @@ def test_survey_over_fixed_gains_of_two_data_sets_equals_single_solves():
         single = em.solve(obj, model, max_steps=5)
         assert_allclose(res[k].value, single.value, rtol=1e-9)
         assert_allclose(res[k].model.params, single.model.params, rtol=1e-8)
+
+
+def test_survey_results_and_throw(problem):
+    """A member that starts on NaN stops `nonfinite` on its own (the other runs
+    on); with `throw=True` the survey raises, naming the configuration and the
+    reason (on the host: an `eqx.error_if` inside a program split over two CPU
+    devices aborted the process)."""
+    objectives, model, _ = problem
+    bad = eqx.tree_at(lambda m: m.params, model, jnp.full_like(model.params, jnp.nan))
+    res = _survey(objectives[:2], [model, bad], max_steps=5, chunk_size=2)
+    assert list(res.solutions.reason[:2]) != ["nonfinite", "nonfinite"]
+    assert res[1].result == em.RESULTS.nonfinite and res[1].reason == "nonfinite"
+    assert res[0].reason != "nonfinite" and int(res[0].steps) > 0
+    with pytest.raises(RuntimeError, match="configuration 1 failed: nonfinite"):
+        _survey(objectives[:2], [model, bad], max_steps=5, chunk_size=2, throw=True)

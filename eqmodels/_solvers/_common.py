@@ -1,4 +1,4 @@
-"""Stop codes shared by the solver loops."""
+"""Stop codes and loop helpers shared by the solvers."""
 
 from typing import Any
 
@@ -7,8 +7,8 @@ import jax
 import jax.numpy as jnp
 
 
-#: Why a solve stopped, indexed by `Solution.result`.
-REASONS = ("max_steps", "gtol", "ftol", "nonfinite", "linesearch")
+#: Stop codes inside the loops: `RUNNING`, else the value of an `RESULTS` member
+#: (`_results.py`).
 RUNNING, MAX_STEPS, GTOL, FTOL, NONFINITE, LINESEARCH = -1, 0, 1, 2, 3, 4
 
 
@@ -19,7 +19,8 @@ def stop_reason(f, fprev, g_inf, ftol, gtol):
     overshooting) is never convergence."""
     finite = jnp.isfinite(f) & jnp.isfinite(g_inf)
     denom = jnp.maximum(jnp.maximum(jnp.abs(f), jnp.abs(fprev)), 1.0)
-    small_f = (f <= fprev) & ((fprev - f) <= ftol * denom)
+    # (No previous value, `fprev = inf`, is no decrease.)
+    small_f = jnp.isfinite(fprev) & (f <= fprev) & ((fprev - f) <= ftol * denom)
     return jnp.where(
         ~finite,
         NONFINITE,

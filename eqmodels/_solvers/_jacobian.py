@@ -21,6 +21,7 @@ from jaxtyping import Array, Float, PyTree
 from .._compile import run_once_jit
 from .._validation import is_concrete
 from ._common import is_real_float_array
+from ._memory import compiled_bytes, largest_chunk, linear_model
 from ._residuals import objective_residuals
 
 
@@ -105,32 +106,28 @@ def _temp_bytes(fn_of, arrays, x_abstract, chunk) -> int | None:
         .lower(jax.tree.map(_abstract, arrays), x_abstract)
         .compile()
     )
-    analysis = compiled.memory_analysis()
-    if analysis is None:
-        return None
-    return int(analysis.temp_size_in_bytes + analysis.output_size_in_bytes)
+    return compiled_bytes(compiled)
+
+
+def _sizes(k: int) -> tuple[int, int]:
+    c1, c2 = max(1, min(k, 4)), max(2, min(k, 16))
+    return (1 if c1 == c2 else c1), c2
 
 
 def memory_model(fn_of, arrays, x_abstract, k: int) -> tuple[float, float]:
     """`(m0, m1)` in bytes, so that a chunk of `c` needs about `m0 + m1·c`, from two
     compilations (no execution) of the Jacobian of `fn_of(arrays)`."""
-    c1, c2 = max(1, min(k, 4)), max(2, min(k, 16))
-    if c1 == c2:
-        c1 = 1
-    b1 = _temp_bytes(fn_of, arrays, x_abstract, c1)
-    b2 = _temp_bytes(fn_of, arrays, x_abstract, c2)
-    if b1 is None or b2 is None:
-        return float("nan"), float("nan")
-    m1 = max((b2 - b1) / (c2 - c1), 1.0)
-    return max(b1 - m1 * c1, 0.0), m1
+    return linear_model(lambda c: _temp_bytes(fn_of, arrays, x_abstract, c), *_sizes(k))
 
 
 def choose_chunk(fn_of, arrays, x_abstract, k: int, memory_budget) -> int:
     """The largest chunk whose modelled memory fits `memory_budget` (bytes)."""
-    m0, m1 = memory_model(fn_of, arrays, x_abstract, k)
-    if not np.isfinite(m1):  # no memory analysis on this backend
-        return min(k, 64)
-    return int(np.clip((memory_budget - m0) // m1, 1, k))
+    return largest_chunk(
+        lambda c: _temp_bytes(fn_of, arrays, x_abstract, c),
+        *_sizes(k),
+        memory_budget,
+        k,
+    )
 
 
 _AUTO: dict = {}

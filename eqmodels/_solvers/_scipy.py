@@ -20,6 +20,7 @@ from ._common import (
     MAX_STEPS,
     NONFINITE,
 )
+from ._results import as_result
 from ._solve import check_objective, check_tolerance, Solution
 
 
@@ -129,7 +130,7 @@ def solve_scipy(
         value=value.astype(dtype),
         report=report,
         steps=asarray(res.nit, jnp.int32),
-        result=asarray(_stop_reason(res, float(value)), jnp.int32),
+        result=as_result(asarray(_stop_reason(res, float(value)), jnp.int32)),
         stats={
             "max_steps": asarray(max_steps, jnp.int32),
             "evaluations": asarray(res.nfev, jnp.int32),

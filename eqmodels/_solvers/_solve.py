@@ -8,35 +8,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax.flatten_util import ravel_pytree
 from jaxtyping import Array, Bool, Float, Int, PyTree, Scalar
 
 from .._compile import run_once_jit
-from .._numerics import asarray
-from .._sharding._mesh import unsplit
-from ._common import (
-    batch_while_loop,
-    FTOL,
-    gate,
-    GTOL,
-    inf_norm,
-    is_real_float_array,
-    LINESEARCH,
-    NONFINITE,
-    REASONS,
-    RUNNING,
-    stop_reason,
-)
-from ._jacobian import auto_chunk, dense_jacobian, flat_residual_fn
-from ._lbfgs import lbfgs_backtracking
-from ._solvers import (
-    AbstractGradientSolver,
-    AbstractLeastSquaresSolver,
+from ._base import (
     AbstractSolver,
-    as_solver,
-    LBFGS,
-    LevenbergMarquardt,
+    iterate,
+    ObjectiveFunction,
+    reports_with_value,
+    SolverOptions,
 )
+from ._common import is_real_float_array
+from ._jacobian import auto_chunk
+from ._least_squares import AbstractLeastSquaresSolver, spd_solve  # noqa: F401
+from ._results import failed, REASONS, RESULTS
+from ._solvers import as_solver
 
 
 class Solution(eqx.Module):
@@ -48,293 +34,46 @@ class Solution(eqx.Module):
     - `report`: `{name: value}` of each term at `model` (`objective.report`), or an
       empty dict when the objective has no `report`.
     - `steps`: iterations taken.
-    - `result`: why the solve stopped, an index into `("max_steps", "gtol", "ftol",
-      "nonfinite", "linesearch")` (`reason` gives the text) — `max_steps`, `gtol`
-      (gradient below tolerance), `ftol` (relative decrease below tolerance),
-      `nonfinite` (the objective or its gradient is NaN/inf) or `linesearch` (no
-      decrease found along the search direction within the line-search budget:
-      stuck at rounding level, or at the start a badly scaled problem). On
-      `nonfinite`, `model`, `value` and `steps` are those of the last point where
-      the value and gradient were finite (L-BFGS shortens its step instead, and
-      stops there only when the start itself is not finite).
+    - `result`: why the solve stopped, an [`eqmodels.RESULTS`][] member
+      (`reason` gives its name as text) — `max_steps`, `gtol` (gradient below
+      tolerance), `ftol` (relative decrease below tolerance), `nonfinite` (the
+      objective or its gradient is NaN/inf) or `linesearch` (no decrease found
+      along the search direction within the line-search budget: stuck at
+      rounding level, or at the start a badly scaled problem). On `nonfinite`,
+      the built-in solvers' `model`, `value` and `steps` are those of the last
+      point where the value and gradient were finite (L-BFGS shortens its step
+      instead, and stops there only when the start itself is not finite).
     - `converged`: `result` is `gtol` or `ftol`.
     - `stats`: `{"max_steps": ..., "evaluations": ...}` (objective evaluations;
-      Jacobians count as one).
+      Jacobians count as one) and whatever else the solver's `postprocess` adds.
     """
 
     model: PyTree
     value: Float[Array, "*batch"]
     report: dict[str, Float[Array, "*batch"]]
     steps: Int[Array, "*batch"]
-    result: Int[Array, "*batch"]
+    result: RESULTS
     stats: dict[str, Array]
 
     @property
     def converged(self) -> Bool[Array, "*batch"]:
-        return (self.result == GTOL) | (self.result == FTOL)
+        return (self.result == RESULTS.gtol) | (self.result == RESULTS.ftol)
 
     @property
     def reason(self) -> str | np.ndarray:
         """`result` as text (an array of strings when batched)."""
-        names = np.array(REASONS)
-        out = names[np.asarray(self.result)]
+        hits = [np.asarray(self.result == getattr(RESULTS, n)) for n in REASONS]
+        out = np.select(hits, REASONS, REASONS[0])
         return str(out) if out.ndim == 0 else out
 
 
-class _Options(eqx.Module):
-    """Loop options, all traced: new values do not recompile."""
-
-    max_steps: Int[Array | np.ndarray, ""]
-    ftol: Float[Array | np.ndarray, ""]
-    gtol: Float[Array | np.ndarray, ""]
-
-
-def _match_types(init, like):
-    """Cast `init`'s leaves to the dtype (and weak type) of `like`'s, so that the
-    loop carry keeps one type (optax's L-BFGS state changes type after its first
-    update, which is what makes a naive loop recompile)."""
-
-    def cast(x, s):
-        x = asarray(x)
-        if x.dtype == s.dtype and x.weak_type == s.weak_type:
-            return x
-        # Observed: weakly typed scalars in the initial state become strongly
-        # typed after an update; a strongly typed cast matches them.
-        return jax.lax.convert_element_type(x, s.dtype)
-
-    return jax.tree.map(cast, init, like)
-
-
-def _gradient_loop(solver, fn, params, opts, axis_name=None):
-    tx = solver.transformation()
-    value_and_grad = jax.value_and_grad(fn)
-    f0, g0 = value_and_grad(params)
-    state0 = tx.init(params)
-    extra = isinstance(tx, optax.GradientTransformationExtraArgs)
-    from_state = (
-        optax.tree.get(state0, "value", None) is not None
-        and optax.tree.get(state0, "grad", None) is not None
-    )
-
-    def step(params, state, f, g):
-        if extra:
-            updates, state = tx.update(g, state, params, value=f, grad=g, value_fn=fn)
-        else:
-            updates, state = tx.update(g, state, params)
-        params = optax.apply_updates(params, updates)
-        if from_state:
-            # The line search evaluated the objective at the accepted point.
-            f, g = optax.tree.get(state, "value"), optax.tree.get(state, "grad")
-        else:
-            f, g = value_and_grad(params)
-        return params, state, f, g
-
-    def evaluations(state):
-        n = optax.tree.get(state, "num_linesearch_steps", None) if from_state else None
-        return asarray(1 if n is None else n, jnp.int32)
-
-    carry_shape = jax.eval_shape(step, params, state0, f0, g0)
-    state0 = _match_types(state0, carry_shape[1])
-    f0 = asarray(f0, carry_shape[2].dtype)
-
-    def cond(c):
-        *_, k, reason = c
-        return (reason == RUNNING) & (k < opts.max_steps)
-
-    def body(c):
-        params, state, f, g, evals, k, _ = c
-        new_params, state, fnew, gnew = step(params, state, f, g)
-        reason = stop_reason(fnew, f, inf_norm(gnew), opts.ftol, opts.gtol)
-        if from_state:
-            # A failed line search (optax's zoom search, after its last trial,
-            # returns that trial even when the objective rose 25-fold) stops the
-            # loop at the last point instead of accepting the rise. A successful
-            # search may rise by rounding (optax's approximate Wolfe condition),
-            # which is kept.
-            failed = optax.tree.get(state, "decrease_error", None)
-            if failed is None:  # a transformation without that report
-                rose = fnew > f + 1e-6 * jnp.abs(f)
-            else:
-                rose = (failed > 0) & (fnew > f)
-            reason = jnp.where((reason != NONFINITE) & rose, LINESEARCH, reason)
-        evals = evals + evaluations(state)
-        # A step onto a non-finite value or gradient, or a failed line search,
-        # stops the loop at the last good point (the state is not kept: the loop
-        # ends here).
-        ok = (reason != NONFINITE) & (reason != LINESEARCH)
-        params, fnew, gnew = jax.tree.map(
-            lambda a, b: jnp.where(ok, a, b), (new_params, fnew, gnew), (params, f, g)
-        )
-        return params, state, fnew, gnew, evals, k + ok.astype(k.dtype), reason
-
-    g0_inf = inf_norm(g0)
-    reason0 = jnp.where(
-        jnp.isfinite(f0) & jnp.isfinite(g0_inf),
-        jnp.where(g0_inf <= opts.gtol, GTOL, RUNNING),
-        NONFINITE,
-    )
-    zero = jnp.zeros((), jnp.int32)
-    init = (params, state0, f0, g0, zero + 1, zero, reason0)
-    params, _, f, _, evals, k, reason = batch_while_loop(
-        cond, lambda c, active: gate(active, body(c), c), init, axis_name
-    )
-    return params, f, k, reason, evals
-
-
-@jax.custom_jvp
-def spd_solve(a, b):
-    """`a⁻¹ b` for a symmetric positive-definite `a`, without a deadlock under
-    `vmap` on CPU (see `_spd_solve`); differentiable in forward mode (the
-    `custom_vmap` alone sent `jax.jacfwd` into infinite recursion, from a
-    review)."""
-    return _spd_solve(a, b)
-
-
-@spd_solve.defjvp
-def _spd_solve_jvp(primals, tangents):
-    a, b = primals
-    da, db = tangents
-    x = spd_solve(a, b)
-    return x, spd_solve(a, db - da @ x)
-
-
-@jax.custom_batching.custom_vmap
-def _spd_solve(a, b):
-    """`a⁻¹ b` for a symmetric positive-definite `a` (Cholesky).
-
-    Under `vmap` the members are solved one after another (`lax.map`), not by
-    jaxlib's batched LAPACK kernel: that kernel splits its batch over XLA's CPU
-    thread pool and waits for it, and with several CPU devices each running one
-    (a survey of Gauss-Newton solves, two devices on two cores) every pool thread
-    waited for work queued behind itself — a deadlock (from a review). Programs
-    compiled for other platforms keep the batched solve."""
-    return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(a), b)
-
-
-@_spd_solve.def_vmap
-def _spd_solve_vmap(axis_size, in_batched, a, b):
-    a_batched, b_batched = in_batched
-    a = a if a_batched else jnp.broadcast_to(a, (axis_size, *a.shape))
-    b = b if b_batched else jnp.broadcast_to(b, (axis_size, *b.shape))
-    # Chosen for the platform the program is compiled for (not the default
-    # backend: a survey on a GPU machine's CPU devices needs the serial solve).
-    x = jax.lax.platform_dependent(
-        a,
-        b,
-        cpu=lambda a, b: jax.lax.map(lambda ab: _spd_solve(*ab), (a, b)),
-        default=jax.vmap(_spd_solve.fun),
-    )
-    return x, True
-
-
-def _least_squares_loop(solver, resid, x0, opts, chunk, axis_name=None):
-    """Gauss-Newton / Levenberg-Marquardt on the flat parameter vector."""
-    lm = isinstance(solver, LevenbergMarquardt)
-
-    def linearise(x):
-        r, jac = dense_jacobian(resid, x, chunk)
-        # Split over an Explicit mesh axis (a `ShardedChi2`'s residuals), the dense
-        # step below would be refused: gathered first.
-        return unsplit(r), unsplit(jac)
-
-    def solve_step(r, jac, lam):
-        """The step of `min |r + Jδ|² + λ |Dδ|²`, `D² = diag(JᵀJ)` (Marquardt's
-        scaling: parameters of very different scales — a flux in Jy and a width in
-        radians — are damped alike), in scaled variables `δ = δ_s / D`."""
-        m, n = jac.shape
-        d = jnp.sqrt(jnp.sum(jac * jac, axis=0))
-        d = jnp.maximum(d, 1e-12 * jnp.max(d))
-        d = jnp.where(d > 0, d, 1.0)
-        js = jac / d[None, :]
-        if m < n:  # residual space: δ_s = −J_sᵀ (J_s J_sᵀ + λI)⁻¹ r
-            a = js @ js.T + lam * jnp.eye(m, dtype=jac.dtype)
-            return -(js.T @ spd_solve(a, r)) / d
-        a = js.T @ js + lam * jnp.eye(n, dtype=jac.dtype)
-        return -spd_solve(a, js.T @ r) / d
-
-    r0, j0 = linearise(x0)
-    f0 = jnp.sum(r0 * r0)
-    # λ is relative to the scaled normal matrix, whose diagonal is 1.
-    lam0 = asarray(solver.damping if lm else getattr(solver, "jitter", 1e-12), f0.dtype)
-
-    def cond(c):
-        k, reason = c[-2], c[-1]
-        return (reason == RUNNING) & (k < opts.max_steps)
-
-    def body(c):
-        x, r, jac, f, lam, nu, evals, k, _ = c
-        delta = solve_step(r, jac, lam)
-        x_new = x + delta
-        r_new, j_new = linearise(x_new)
-        f_new = jnp.sum(r_new * r_new)
-        g_inf = inf_norm(2 * j_new.T @ r_new)
-        if lm:
-            jd = jac @ delta
-            predicted = -(2 * jnp.dot(jd, r) + jnp.dot(jd, jd))
-            rho = (f - f_new) / jnp.where(predicted > 0, predicted, jnp.inf)
-            accept = (rho > 0) & jnp.isfinite(f_new) & jnp.isfinite(g_inf)
-            factor = jnp.maximum(1 / 3, 1 - (2 * rho - 1) ** 3)
-            lam_new = jnp.where(accept, lam * factor, lam * nu)
-            nu_new = jnp.where(accept, 2.0, 2 * nu)
-        else:
-            # Gauss-Newton has no damping to retry with: a step onto a non-finite
-            # value or gradient stops the loop at the last finite point (below).
-            accept = jnp.isfinite(f_new) & jnp.isfinite(g_inf)
-            lam_new, nu_new = lam, nu
-        x_out = jnp.where(accept, x_new, x)
-        r_out = jnp.where(accept, r_new, r)
-        j_out = jnp.where(accept, j_new, jac)
-        f_out = jnp.where(accept, f_new, f)
-        g_out = jnp.where(accept, g_inf, inf_norm(2 * jac.T @ r))
-        reason = stop_reason(f_out, f, g_out, opts.ftol, opts.gtol)
-        # A rejected LM step (f unchanged) is not convergence: keep going ...
-        reason = jnp.where(accept | (reason == GTOL), reason, RUNNING)
-        if lm:
-            # ... unless the model itself predicts no decrease worth `ftol`
-            # (MINPACK's test: at rounding level every step is rejected, and λ
-            # would grow until it overflows), or λ has grown past what changes
-            # the step at this precision.
-            denom = jnp.maximum(jnp.abs(f), 1.0)
-            flat = jnp.isfinite(predicted) & (predicted <= opts.ftol * denom)
-            stuck = ~jnp.isfinite(lam_new) | (lam_new > 1 / jnp.finfo(f.dtype).eps)
-            reason = jnp.where(
-                (reason == RUNNING) & ~accept & flat,
-                FTOL,
-                jnp.where((reason == RUNNING) & ~accept & stuck, LINESEARCH, reason),
-            )
-        else:
-            reason = jnp.where(accept, reason, NONFINITE)
-        # Every LM iteration counts (a rejected one raised λ); a Gauss-Newton step
-        # onto a non-finite value was not taken.
-        k_new = k + 1 if lm else k + accept.astype(k.dtype)
-        return x_out, r_out, j_out, f_out, lam_new, nu_new, evals + 1, k_new, reason
-
-    g0 = inf_norm(2 * j0.T @ r0)
-    reason0 = jnp.where(
-        jnp.isfinite(f0) & jnp.isfinite(g0),
-        jnp.where(g0 <= opts.gtol, GTOL, RUNNING),
-        NONFINITE,
-    )
-    init = (
-        x0,
-        r0,
-        j0,
-        f0,
-        lam0,
-        asarray(2.0, f0.dtype),
-        jnp.ones((), jnp.int32),  # evaluations (the start)
-        jnp.zeros((), jnp.int32),
-        reason0,
-    )
-    x, *_, evals, k, reason = batch_while_loop(
-        cond, lambda c, active: gate(active, body(c), c), init, axis_name
-    )
-    return x, k, reason, evals
+#: The loop options (traced), as `make_options` builds them.
+_Options = SolverOptions
 
 
 @run_once_jit
-def _solve_jit(objective, model, solver, opts, filter_spec, chunk):
-    return solve_traced(objective, model, solver, opts, filter_spec, chunk)
+def _solve_jit(objective, model, solver, opts, filter_spec, chunk, throw):
+    return solve_traced(objective, model, solver, opts, filter_spec, chunk, throw=throw)
 
 
 #: Incremented every time the solve program is traced (tests count compiles).
@@ -342,77 +81,35 @@ TRACE_COUNT = [0]
 
 
 def solve_traced(
-    objective, model, solver, opts, filter_spec, chunk, axis_name=None
+    objective, model, solver, opts, filter_spec, chunk, axis_name=None, throw=False
 ) -> Solution:
     """The body of `solve`, traceable (used by `solve` and `survey`; `survey`
-    passes the name of its `vmap` axis, see `batch_while_loop`)."""
+    passes the name of its `vmap` axis, see `batch_while_loop`): the one loop,
+    [`eqmodels.AbstractSolver`][]'s four methods."""
     TRACE_COUNT[0] += 1
     params, static = eqx.partition(model, filter_spec)
-    report = None
-
-    if isinstance(solver, LBFGS) and solver.linesearch == "backtracking":
-        x0, unravel = ravel_pytree(params)
-        # The report rides along with each evaluation (cast to the parameters'
-        # dtype, a fixed carry type): one copy of the objective in the program,
-        # none after the loop.
-        # An objective that names its terms and reports them with its value
-        # (`Objective`, `WithGains`, or a user's with the same two members).
-        with_report = isinstance(getattr(objective, "names", None), tuple) and (
-            callable(getattr(objective, "value_and_report", None))
-        )
-        aux0 = (
-            {name: jnp.zeros((), x0.dtype) for name in objective.names}
-            if with_report
-            else None
-        )
-
-        def flat_fn(x):
-            m = eqx.combine(unravel(x), static)
-            if not with_report:
-                return objective(m)
-            value, rep = objective.value_and_report(m)
-            return value, {k: v.astype(x0.dtype) for k, v in rep.items()}
-
-        x, value, steps, reason, evals, report = lbfgs_backtracking(
-            flat_fn,
-            x0,
-            opts,
-            solver.memory_size,
-            solver.max_linesearch_steps,
-            axis_name,
-            aux0=aux0,
-        )
-        final = eqx.combine(unravel(x), static)
-    elif isinstance(solver, AbstractGradientSolver):
-        dtypes = jax.tree.map(lambda a: a.dtype, params)
-
-        def fn(p):
-            # optax's zoom line search forms its trial points in the default float
-            # (float64 under x64): back to the parameters' own dtypes.
-            p = jax.tree.map(lambda a, dt: a.astype(dt), p, dtypes)
-            return objective(eqx.combine(p, static))
-
-        params, value, steps, reason, evals = _gradient_loop(
-            solver, fn, params, opts, axis_name
-        )
-        final = eqx.combine(params, static)
-    else:
-        resid, x0, unravel = flat_residual_fn(objective, model, filter_spec)
-        x, steps, reason, evals = _least_squares_loop(
-            solver, resid, x0, opts, chunk, axis_name
-        )
-        final = eqx.combine(unravel(x), static)
-        value = objective(final)
+    fn = ObjectiveFunction(
+        objective=objective,
+        static=static,
+        jacobian_chunk=int(chunk or 0),
+        reports=reports_with_value(objective),
+    )
+    y, state, result = iterate(solver, fn, params, opts, axis_name)
+    y, value, report, stats = solver.postprocess(fn, y, state, opts, result)
+    final = fn.model(y)
     if report is None:
-        report = objective.report(final) if hasattr(objective, "report") else {}
-    reason = jnp.where(reason == RUNNING, 0, reason).astype(jnp.int32)
+        report = fn.report(y)
+    if throw:
+        # `max_steps` is no failure: a recipe that runs a fixed number of steps
+        # stops there by design.
+        value = result.error_if(value, failed(result))
     return Solution(
         model=final,
         value=value,
         report=dict(report),
-        steps=steps,
-        result=reason,
-        stats={"max_steps": opts.max_steps, "evaluations": evals},
+        steps=jnp.asarray(state.steps).astype(jnp.int32),
+        result=result,
+        stats={"max_steps": opts.max_steps, **stats},
     )
 
 
@@ -449,7 +146,7 @@ def make_options(max_steps, ftol, gtol, dtype) -> _Options:
         raise TypeError(f"`max_steps` must be an int ≥ 0, got {max_steps!r}.")
     if not isinstance(max_steps, jax.core.Tracer) and not (0 <= int(max_steps) < 2**31):
         raise ValueError(f"`max_steps` must be in [0, 2**31 − 1], got {max_steps}.")
-    return _Options(
+    return SolverOptions(
         max_steps=_scalar(max_steps, np.int32),
         ftol=_scalar(ftol, dtype),
         gtol=_scalar(gtol, dtype),
@@ -531,6 +228,7 @@ def solve(
     ftol: float | Float[Array, ""] = 1e-10,
     gtol: float | Float[Array, ""] = 1e-10,
     params: PyTree[Callable[[Any], bool] | bool] = is_real_float_array,
+    throw: bool = False,
 ) -> Solution:
     """Minimise `objective(model)` over the model's parameters, the whole loop in one
     compiled program (no host round-trip per step).
@@ -569,6 +267,10 @@ def solve(
       the model, e.g. `(False, em.is_real_float_array)` to hold the image of an
       `(image_model, gains)` pair fixed; default: real floating-point arrays); the
       others (a mask's indices, integer or complex leaves) are held fixed.
+    - `throw`: raise an error (`eqx.error_if`, also inside `jit`) when the solve
+      fails: `result` is `nonfinite` or `linesearch`. Reaching `max_steps` is not
+      a failure (recipes run a fixed number of steps). Default `False`: the
+      `Solution` says why it stopped, and nothing is raised.
 
     **Returns:** a [`eqmodels.Solution`][].
     """
@@ -582,4 +284,6 @@ def solve(
         chunk = auto_chunk(
             objective, model, params, solver.chunk_size, solver.memory_budget
         )
-    return _solve_jit(objective, model, solver, opts, params, chunk)
+    if not isinstance(throw, bool):
+        raise TypeError(f"`throw` must be True or False, got {throw!r}.")
+    return _solve_jit(objective, model, solver, opts, params, chunk, throw)

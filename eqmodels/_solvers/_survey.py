@@ -1,37 +1,39 @@
 """`survey`: many reconstructions in one compiled program, chunked, split over
 devices, checkpointed chunk by chunk."""
 
-import functools
-import hashlib
-import json
-import operator
 import os
-import pathlib
-import re
 import sys
-import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
-from jaxtyping import Array, Float, Int, PyTree
+from jaxtyping import PyTree
 
-from .._gains._survey import restore_gains, stack_gains
+from .._gains._survey import stack_gains
 from .._numerics import asarray
-from .._sharding._mesh import sharded_parts, split_explicitly
+from .._sharding._mesh import split_explicitly
 from .._tree import structure_difference
+from ._base import AbstractSolver
+from ._checkpoint import (
+    chunk_path,
+    fingerprint,
+    load_chunk,
+    open_folder,
+    save_chunk,
+)
+from ._chunking import auto_chunk_size, survey_devices
 from ._common import is_real_float_array
 from ._jacobian import (
     auto_chunk,
     check_memory_budget,
     DEFAULT_MEMORY_BUDGET,
-    structure_key,
 )
+from ._least_squares import AbstractLeastSquaresSolver
+from ._results import failed
 from ._solve import (
     _param_dtype,
     check_objective,
@@ -39,120 +41,12 @@ from ._solve import (
     Solution,
     solve_traced,
 )
-from ._solvers import AbstractLeastSquaresSolver, AbstractSolver, as_solver
+from ._solvers import as_solver
+from ._survey_result import SurveyResult
 
 
 _AXIS = "survey"  # the device mesh axis
 _VMAP_AXIS = "survey_batch"  # the vmap axis (its loop condition is psum-reduced)
-
-
-class SurveyResult(eqx.Module):
-    """What [`eqmodels.survey`][] returns.
-
-    - `solutions`: one [`eqmodels.Solution`][] whose leaves carry a leading axis of
-      the `n` configurations, in the order given (`solutions.model`,
-      `solutions.value`, `solutions.report["cphase"]`, `solutions.steps`, ...).
-    - `data_names`: the report keys of the data terms (what `chi2` and `top_set`
-      use).
-    - `chunk_size`: configurations per device per chunk (as chosen for `"auto"`).
-    - `computed_chunks`, `loaded_chunks`: which chunks this call computed and
-      which it read back from the checkpoint folder.
-    - `gains_tables`: `None`, or, when the configurations held station gains of
-      different data sets, each configuration's gains tables (shapes, interval
-      bounds, station names, bands). The survey runs such gains padded to one
-      shape under placeholder tables (what `solutions.model` and a `callback`
-      hold); `result[i]` gives configuration `i`'s gains back as its own.
-    """
-
-    solutions: Solution
-    data_names: tuple[str, ...] = eqx.field(static=True)
-    chunk_size: int = eqx.field(static=True)
-    computed_chunks: tuple[int, ...] = eqx.field(static=True)
-    loaded_chunks: tuple[int, ...] = eqx.field(static=True)
-    gains_tables: tuple | None = eqx.field(static=True, default=None)
-
-    def __len__(self) -> int:
-        return int(np.shape(self.solutions.value)[0])
-
-    def __getitem__(self, i: int) -> Solution:
-        """The solution of configuration `i` (negative: from the end), its station
-        gains, if any, on its own data set's tables."""
-        try:
-            i = operator.index(i)
-        except TypeError:
-            raise TypeError(
-                f"index a survey's result by one configuration (an int), got "
-                f"{type(i).__name__}; the whole batch is `result.solutions`."
-            ) from None
-        n = len(self)
-        if not -n <= i < n:
-            raise IndexError(f"configuration {i} of a survey of {n} configurations.")
-        i %= n
-        sol = jax.tree.map(lambda x: x[i] if eqx.is_array(x) else x, self.solutions)
-        if self.gains_tables is None:
-            return sol
-        model = restore_gains(sol.model, self.gains_tables[i])
-        return eqx.tree_at(lambda s: s.model, sol, model, is_leaf=lambda x: x is None)
-
-    def chi2(self, names: Sequence[str] | None = None) -> Float[Array, " n"]:
-        """The mean χ² over data terms per configuration (over `names`, default all
-        data terms): the figure configurations are ranked by."""
-        names = tuple(self.data_names if names is None else names)
-        if not names and not self.solutions.report:
-            raise ValueError(
-                "no data terms to rank by: the objectives report no terms (bare "
-                "terms, or callables without `report`). Wrap each term in an "
-                "objective, `eqmodels.Objective([term])`, whose report names it, or "
-                "rank by `solutions.value`."
-            )
-        if not names:
-            raise ValueError(
-                "no data terms to rank by: pass `names` (report keys), e.g. "
-                f"`chi2(['cphase', 'logcamp'])`; the keys are "
-                f"{tuple(self.solutions.report)}."
-            )
-        missing = [n for n in names if n not in self.solutions.report]
-        if missing:
-            raise ValueError(
-                f"`names` {missing} are not report keys {tuple(self.solutions.report)}."
-            )
-        return jnp.mean(jnp.stack([self.solutions.report[n] for n in names]), axis=0)
-
-    def ranking(self, names: Sequence[str] | None = None) -> Int[Array, " n"]:
-        """Configuration indices, best (lowest `chi2`) first."""
-        return jnp.argsort(self.chi2(names))
-
-    def top_set(
-        self, thresholds: float | dict[str, float], names: Sequence[str] | None = None
-    ) -> np.ndarray:
-        """The "top set": configurations whose χ² are all below thresholds, ranked.
-
-        **Arguments:**
-
-        - `thresholds`: one threshold for every data term, or `{name: threshold}`.
-        - `names`: the data terms a scalar threshold applies to (default all).
-
-        **Returns:** indices of the selected configurations, best first (by the
-        mean χ² of the data terms among the thresholds' keys; of all data terms if
-        there are none).
-        """
-        if not isinstance(thresholds, dict):
-            names = tuple(self.data_names if names is None else names)
-            thresholds = {n: float(thresholds) for n in names}
-        for n in thresholds:
-            if n not in self.solutions.report:
-                raise ValueError(
-                    f"threshold for {n!r}, which is not a report key "
-                    f"{tuple(self.solutions.report)}."
-                )
-        ok = np.ones(len(self), bool)
-        for n, t in thresholds.items():
-            ok &= np.asarray(self.solutions.report[n]) <= t
-        # Ranked by the data terms' χ² among the thresholds (a regularizer's
-        # threshold selects, but its penalty is no χ²), else by all data terms.
-        ranked = tuple(n for n in thresholds if n in self.data_names)
-        order = np.asarray(self.ranking(ranked or None))
-        return order[ok[order]]
 
 
 _ROLES = ("objective", "model", "solver")
@@ -239,195 +133,6 @@ def _selected(model, params) -> PyTree:
     )
 
 
-def _differences(old: dict, new: dict) -> str:
-    """What differs between two checkpoint records, in words."""
-    out = []
-    if old.get("fingerprint") != new.get("fingerprint"):
-        out.append(
-            "other configurations: objectives, models, solvers or optimised leaves"
-        )
-    if old.get("n_configurations") != new.get("n_configurations"):
-        out.append(
-            f"{old.get('n_configurations')} configurations there, "
-            f"{new.get('n_configurations')} here"
-        )
-    o, n = old.get("options", {}), new.get("options", {})
-    for k in sorted(set(o) | set(n)):
-        if o.get(k) != n.get(k):
-            out.append(f"{k} {o.get(k)!r} there, {n.get(k)!r} here")
-    return "; ".join(out) or "a record of another version"
-
-
-def _fingerprint(shared, stacked, spec) -> str:
-    """A digest of the configurations that decide a survey's results: the shared
-    and stacked configurations (objectives, models, solvers: array leaves by their
-    bytes, everything else by `_describe`) and which model leaves are optimised
-    (`spec`)."""
-    h = hashlib.sha256()
-    for tree in (shared, stacked, spec):
-        leaves, treedef = jax.tree.flatten(tree)
-        h.update(_describe_structure(treedef).encode())
-        for x in leaves:
-            if eqx.is_array(x):
-                a = np.ascontiguousarray(np.asarray(x))
-                h.update(f"{a.shape}{a.dtype}".encode())
-                h.update(a.tobytes())
-            else:
-                h.update(_describe(x).encode())
-    return h.hexdigest()
-
-
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-_MAX_DEPTH = 100
-
-
-def _strip_addresses(text: str) -> str:
-    return _ADDRESS.sub("", text)
-
-
-def _describe(x, depth: int = 0, seen=None) -> str:
-    """A description of a non-array leaf that is the same in every process: a
-    function by its qualified name and, recursively, the values it closes over and
-    its defaults (an `optax.adam(0.01)` differs from an `optax.adam(0.5)` only
-    there), never by its memory address."""
-    seen = set() if seen is None else seen
-    if id(x) in seen:  # a cycle
-        return "..."
-    if depth > _MAX_DEPTH:
-        # Returning a constant here would let two different solvers (an optax
-        # schedule's rate sits some 15 levels down) share a checkpoint folder.
-        raise ValueError(
-            f"the survey's settings nest deeper than {_MAX_DEPTH} levels (at a "
-            f"{type(x).__name__}), too deep to fingerprint its checkpoints: run it "
-            "without `checkpoint=`, or with a flatter solver."
-        )
-    if eqx.is_array(x) or isinstance(x, np.generic):
-        a = np.ascontiguousarray(np.asarray(x))
-        return f"array{a.shape}{a.dtype}:{hashlib.sha256(a.tobytes()).hexdigest()}"
-    if x is None or isinstance(x, bool | int | float | complex | str | bytes):
-        return repr(x)
-    seen = seen | {id(x)}
-    sub = lambda y: _describe(y, depth + 1, seen)  # noqa: E731
-    if isinstance(x, list | tuple):
-        return f"{type(x).__name__}(" + ",".join(sub(y) for y in x) + ")"
-    if isinstance(x, dict):
-        items = sorted((repr(k), sub(v)) for k, v in x.items())
-        return "dict(" + ",".join(f"{k}:{v}" for k, v in items) + ")"
-    if isinstance(x, functools.partial):
-        return f"partial({sub(x.func)},{sub(x.args)},{sub(x.keywords)})"
-    if isinstance(x, types.MethodType):
-        return f"method({sub(x.__func__)},{sub(x.__self__)})"
-    if isinstance(x, types.FunctionType):
-        cells = tuple(
-            c.cell_contents if _has_contents(c) else None for c in x.__closure__ or ()
-        )
-        name = f"{x.__module__}.{x.__qualname__}"
-        return (
-            f"function({name}{_code_digest(x)},{sub(cells)},{sub(x.__defaults__)},"
-            f"{sub(_globals_read(x))})"
-        )
-    wrapped = getattr(x, "__wrapped__", None)  # jax.jit'ed functions
-    if wrapped is not None:
-        return f"{type(x).__name__}({sub(wrapped)})"
-    if isinstance(x, eqx.Module):
-        leaves, treedef = jax.tree.flatten(x)
-        return f"{_describe_structure(treedef)}({sub(tuple(leaves))})"
-    if isinstance(x, types.ModuleType):
-        return f"module({x.__name__})"
-    if isinstance(x, type):
-        return f"type({x.__module__}.{x.__qualname__})"
-    state = getattr(x, "__dict__", None)
-    if isinstance(state, dict) and not _from_a_library(type(x)):
-        # A user's plain object: its attributes hold its data. (A library's, such
-        # as a `jax.sharding.Mesh`, is described by its repr: its `__dict__` may
-        # fill with caches as it is used.)
-        return f"{type(x).__module__}.{type(x).__qualname__}({sub(state)})"
-    return _strip_addresses(repr(x))
-
-
-def _from_a_library(obj) -> bool:
-    return (getattr(obj, "__module__", None) or "").split(".")[0] in _LIBRARIES
-
-
-# Functions of these packages read no user data through their globals.
-_LIBRARIES = ("jax", "jaxlib", "numpy", "equinox", "optax", "eqmodels", "scipy")
-
-
-def _globals_read(fn: types.FunctionType) -> dict:
-    """The module-level names a user's function (and the functions defined in it)
-    reads, with their values: an objective written as a function of a global data
-    term changes with that term."""
-    if _from_a_library(fn):
-        return {}
-    names, codes = set(), [fn.__code__]
-    while codes:
-        code = codes.pop()
-        names.update(code.co_names)
-        codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
-    g = fn.__globals__
-    return {k: g[k] for k in sorted(names) if k in g}
-
-
-def _describe_structure(treedef) -> str:
-    """A tree structure with its nodes' static data (an Equinox module's static
-    fields: an `OptaxSolver`'s transformation) described by `_describe`."""
-    data = treedef.node_data()
-    if data is None:
-        return "*"
-    typ, aux = data
-    children = ",".join(_describe_structure(c) for c in treedef.children())
-    return (
-        f"{typ.__module__}.{typ.__qualname__}{_code_digest(typ)}"
-        f"[{_describe(aux)}]({children})"
-    )
-
-
-def _code_digest(obj) -> str:
-    """`@<digest>` of a user's function's or class's code (a class's: the code of
-    the functions it defines, its `__call__` among them), `""` for a library's: a
-    checkpoint folder must not serve results of a model whose code has changed
-    since (from a review). The code, not its position: a comment added above it
-    keeps the digest."""
-    if _from_a_library(obj):
-        return ""
-    if isinstance(obj, type):
-        functions = []
-        for klass in obj.__mro__:
-            if _from_a_library(klass) or klass is object:
-                continue
-            for name, member in sorted(vars(klass).items()):
-                member = getattr(member, "__func__", member)  # static/classmethod
-                member = getattr(member, "fget", member)  # property
-                if isinstance(member, types.FunctionType):
-                    functions.append((klass.__qualname__, name, member.__code__))
-    elif isinstance(obj, types.FunctionType):
-        functions = [("", "", obj.__code__)]
-    else:
-        return ""
-    h = hashlib.sha256()
-    for owner, name, code in functions:
-        h.update(f"{owner}.{name}:{_code_text(code)}".encode())
-    return "@" + h.hexdigest()[:16]
-
-
-def _code_text(code: types.CodeType) -> str:
-    """A code object's instructions, constants and names (nested code included),
-    without file names or line numbers."""
-    consts = ",".join(
-        _code_text(c) if isinstance(c, types.CodeType) else repr(c)
-        for c in code.co_consts
-    )
-    return f"{code.co_code.hex()}|{consts}|{code.co_names}|{code.co_varnames}"
-
-
-def _has_contents(cell) -> bool:
-    try:
-        cell.cell_contents
-    except ValueError:  # an empty cell
-        return False
-    return True
-
-
 @eqx.filter_jit
 def _run_chunk(shared, batched, size, opts, filter_spec, jac_chunk):
     # `size` (static): the batch, given explicitly because nothing may be stacked
@@ -443,6 +148,20 @@ def _run_chunk(shared, batched, size, opts, filter_spec, jac_chunk):
     return eqx.filter_vmap(
         one, axis_name=_VMAP_AXIS, axis_size=size, out_axes=eqx.if_array(0)
     )(batched)
+
+
+def _raise_on_failure(chunk: Solution, first: int) -> None:
+    """Raise naming the first failed configuration of a chunk (`first`: the
+    index of its first configuration)."""
+    bad = np.flatnonzero(np.asarray(failed(chunk.result)))
+    if bad.size:
+        i = int(bad[0])
+        raise RuntimeError(
+            f"configuration {first + i} failed: "
+            f"{np.atleast_1d(chunk.reason)[i]} "
+            f"({bad.size} failed in its chunk; `throw=False` returns them all with "
+            "their `result`)."
+        )
 
 
 def _progress(total: int, enabled: bool):
@@ -467,49 +186,6 @@ class _TextProgress:
         pass
 
 
-def _term_meshes(objectives) -> list:
-    """The meshes of the sharded terms and shared transforms in `objectives`."""
-    return [x.mesh for x in sharded_parts(objectives)]
-
-
-def _survey_devices(objectives, devices) -> list:
-    """The devices a survey splits its configurations over: `devices`, else those
-    of the objectives' sharded terms (their rows stay split over them), else every
-    device. Sharded terms on other devices than `devices` are refused."""
-    meshes = _term_meshes(objectives)
-    if not meshes:
-        return _local(list(jax.local_devices() if devices is None else devices))
-    term_devices = list(meshes[0].devices.flat)
-    if any(set(m.devices.flat) != set(term_devices) for m in meshes[1:]):
-        raise ValueError(
-            "the objectives' sharded terms are split over different sets of devices: "
-            "build them on one mesh (or meshes of the same devices)."
-        )
-    if devices is not None and set(devices) != set(term_devices):
-        raise ValueError(
-            f"`devices` ({list(devices)}) are not the devices the sharded terms are "
-            f"split over ({term_devices}): pass `devices=None` (the terms' devices), "
-            "or build the terms on a mesh of the survey's devices."
-        )
-    return _local(term_devices)
-
-
-def _local(devices: list) -> list:
-    """`devices`, refused when some belong to other processes (`jax.distributed`):
-    a survey gathers each chunk's results to its host and writes them there."""
-    others = [d for d in devices if d.process_index != jax.process_index()]
-    if others:
-        raise ValueError(
-            f"the survey's devices include {len(others)} of other processes "
-            f"(process {jax.process_index()} of {jax.process_count()}): a survey "
-            "runs one process's configurations on that process's devices. Give "
-            "each process `devices=jax.local_devices()` (the default without "
-            "sharded terms), sharded terms on a mesh of its local devices, its own "
-            "configurations and its own `checkpoint` folder."
-        )
-    return devices
-
-
 def survey(
     objectives: Sequence[Callable],
     model: PyTree | Sequence[PyTree],
@@ -528,6 +204,7 @@ def survey(
     checkpoint: str | os.PathLike | None = None,
     progress: bool = False,
     callback: Callable[[int, Solution], None] | None = None,
+    throw: bool = False,
 ) -> SurveyResult:
     """Many reconstructions — over weights, prior widths, systematic noise, data
     sets padded to one length: anything that is an array leaf — in one compiled
@@ -576,9 +253,16 @@ def survey(
     - `callback`: `callback(chunk_index, solution_of_the_chunk)` after each chunk
       computed by this call (station gains of different data sets in it are the
       padded ones, see [`eqmodels.SurveyResult`][]).
+    - `throw`: as for [`eqmodels.solve`][]: raise a `RuntimeError` naming the
+      first configuration whose solve failed (`nonfinite`, `linesearch`; not
+      `max_steps`), after its chunk is saved. Checked on the host between chunks
+      (an in-program error aborts a program split over several CPU devices).
+      Default `False`: each `result` says why it stopped.
 
     **Returns:** a [`eqmodels.SurveyResult`][].
     """
+    if not isinstance(throw, bool):
+        raise TypeError(f"`throw` must be True or False, got {throw!r}.")
     objectives = list(objectives) if isinstance(objectives, Sequence) else None
     if not objectives:
         raise ValueError(
@@ -621,7 +305,7 @@ def survey(
     configurations, gains_tables = stack_gains(list(zip(objectives, models, solvers)))
     objectives, models, solvers = (list(x) for x in zip(*configurations))
     solver = solvers[0]
-    devices = _survey_devices(objectives, devices)
+    devices = survey_devices(objectives, devices)
     if not devices:
         raise ValueError("`devices` is empty.")
     if len(set(devices)) != len(devices):
@@ -683,7 +367,8 @@ def survey(
     shared_dev = jax.tree.map(place, shared)
 
     if auto:
-        chunk_size = _auto_chunk(
+        chunk_size = auto_chunk_size(
+            _run_chunk,
             shared_dev,
             stacked,
             rows,
@@ -709,31 +394,14 @@ def survey(
         "devices": n_dev,
     }
     if checkpoint is not None:
-        folder = pathlib.Path(checkpoint)
-        if folder.exists() and not folder.is_dir():
-            raise ValueError(
-                f"`checkpoint` {str(folder)!r} is a file: pass a folder (it is created "
-                "if missing)."
-            )
-        folder.mkdir(parents=True, exist_ok=True)
         meta = {
             "n_configurations": n,
             "batch": batch,
             "n_chunks": n_chunks,
             "options": record,
-            "fingerprint": _fingerprint(shared, stacked, _selected(models[0], params)),
+            "fingerprint": fingerprint(shared, stacked, _selected(models[0], params)),
         }
-        meta_path = folder / "survey.json"
-        old = json.loads(meta_path.read_text()) if meta_path.exists() else None
-        finished = [p for p in folder.glob("chunk_*.npz") if ".tmp" not in p.name]
-        if old is not None and old != meta and finished:
-            raise ValueError(
-                f"`checkpoint` folder {str(folder)!r} holds another survey "
-                f"({_differences(old, meta)}): use a new folder, or delete it to "
-                "start again."
-            )
-        if old != meta:  # new, or a folder whose first call finished no chunk
-            _atomic_write(meta_path, json.dumps(meta, indent=1).encode())
+        folder = open_folder(checkpoint, meta)
 
     # The structure of one chunk's result (no compilation).
     out_shape = eqx.filter_eval_shape(
@@ -752,10 +420,9 @@ def survey(
     computed, loaded = [], []
     for i in range(n_chunks):
         real = min(batch, n - i * batch)
-        path = None if folder is None else folder / f"chunk_{i:05d}.npz"
+        path = chunk_path(folder, i)
         if path is not None and path.exists():
-            with np.load(path) as f:
-                leaves = [f[f"leaf_{j}"] for j in range(len(out_leaves_shape))]
+            leaves = load_chunk(path, len(out_leaves_shape))
             loaded.append(i)
         else:
             sol = _run_chunk(
@@ -764,11 +431,13 @@ def survey(
             sol = eqx.filter(sol, eqx.is_array)
             leaves = [np.asarray(x)[:real] for x in jax.tree.leaves(sol)]
             if path is not None:
-                _save_npz(path, leaves)
+                save_chunk(path, leaves)
             computed.append(i)
             if callback is not None:
                 callback(i, assemble(leaves))
         parts.append(leaves)
+        if throw:
+            _raise_on_failure(assemble(leaves), i * batch)
         if bar is not None:
             bar.update(real)
     if bar is not None:
@@ -791,68 +460,3 @@ def survey(
         loaded_chunks=tuple(loaded),
         gains_tables=gains_tables,
     )
-
-
-_MEMORY: dict = {}  # measured chunk memory, per problem structure and chunk size
-
-
-def _auto_chunk(shared_dev, stacked, rows, n_dev, per_device, budget, rest) -> int:
-    """The largest chunk (per device) whose temporary memory, modelled as
-    `m0 + m1·chunk` from XLA's memory analysis of two compiled chunk sizes, fits
-    `budget` bytes per device."""
-    dyn, static = eqx.partition(shared_dev, eqx.is_array)
-
-    def run(d, b, size):
-        return _run_chunk(eqx.combine(d, static), b, size, *rest)
-
-    def temp(c):
-        abstract = jax.tree.map(
-            lambda x: jax.ShapeDtypeStruct(
-                (c * n_dev, *x.shape[1:]), x.dtype, sharding=rows
-            ),
-            stacked,
-        )
-        analysis = (
-            jax.jit(run, static_argnums=2)
-            .lower(dyn, abstract, c * n_dev)
-            .compile()
-            .memory_analysis()
-        )
-        if analysis is None:
-            return None
-        return analysis.temp_size_in_bytes + analysis.output_size_in_bytes
-
-    key = (structure_key(shared_dev, stacked, *rest), n_dev)
-
-    def measured(c):
-        if (key, c) not in _MEMORY:
-            _MEMORY[(key, c)] = temp(c)
-        return _MEMORY[(key, c)]
-
-    c1, c2 = 1, 2
-    b1, b2 = measured(c1), measured(c2)
-    if b1 is None or b2 is None:  # no memory analysis on this backend
-        return min(per_device, 64)
-    m1 = max((b2 - b1) / (c2 - c1), 1.0)
-    m0 = max(b1 - m1 * c1, 0.0)
-    return int(np.clip((budget - m0) // m1, 1, per_device))
-
-
-def _atomic_write(path: pathlib.Path, data: bytes) -> None:
-    # A name of this process's own: two processes writing into one folder
-    # removed each other's temporary file (from a review).
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _save_npz(path: pathlib.Path, leaves) -> None:
-    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
-    with open(tmp, "wb") as f:
-        np.savez(f, **{f"leaf_{j}": x for j, x in enumerate(leaves)})
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
