@@ -9,7 +9,7 @@ import zlib
 
 import numpy as np
 from astropy.io import fits
-from astropy.utils.exceptions import AstropyWarning
+from astropy.utils.exceptions import AstropyUserWarning, AstropyWarning
 
 from .._validation import check_flag, file_path
 from ._visdata import VisData
@@ -90,7 +90,8 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
         raise UVFITSError(f"{path!r} is a directory, not a uvfits file.")
     # What astropy warns about while it reads (a card that does not follow the
     # standard, a file shorter than its padding) either leaves the values readable
-    # or ends in an error, whose message then gives astropy's first warning.
+    # or ends in an error, whose message then gives astropy's first warning about
+    # the file (not its deprecations, which are astropy's own business).
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", AstropyWarning)
         try:
@@ -119,7 +120,7 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
             said = [
                 str(w.message)
                 for w in caught
-                if w.category is not None and issubclass(w.category, AstropyWarning)
+                if issubclass(w.category, AstropyUserWarning)
             ]
             why = f"; astropy warned: {said[0]}" if said else ""
             raise UVFITSError(
