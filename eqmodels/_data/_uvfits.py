@@ -106,17 +106,11 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
             data = VisData(**parts)
         except UVFITSError:
             raise
-        except (
-            ValueError,
-            TypeError,
-            KeyError,
-            IndexError,
-            OverflowError,
-            OSError,
-        ) as e:
-            # What astropy refuses (no SIMPLE card, a header it cannot parse), and
-            # (a safety net) whatever else corrupt cards or columns make numpy
-            # raise: named as this file's problem.
+        except Exception as e:
+            # What astropy refuses (no SIMPLE card, a header it cannot parse: an
+            # OSError, a ValueError, a VerifyError, an AssertionError for a column
+            # name, by version), and whatever else corrupt cards or columns make
+            # numpy raise: named as this file's problem.
             said = [
                 str(w.message)
                 for w in caught
