@@ -5,6 +5,7 @@ import os
 from typing import Any
 
 import numpy as np
+from astropy.io import fits
 from jaxtyping import ArrayLike
 
 from .._custom_types import RealScalar
@@ -12,18 +13,6 @@ from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
 from .._validation import file_path, positive_number
 from ._visdata import check_ra_dec, check_visdata, VisData
-
-
-def import_astropy_fits():
-    """`astropy.io.fits`, or an ImportError naming the extra that installs it."""
-    try:
-        from astropy.io import fits
-    except ImportError as e:
-        raise ImportError(
-            "writing and reading FITS images needs astropy: "
-            "`pip install 'eqmodels[io]'` (or `pip install astropy`)."
-        ) from e
-    return fits
 
 
 def as_image_array(image, grid, name: str = "image") -> np.ndarray:
@@ -96,7 +85,6 @@ def save_fits(
       `"unknown"`). Each given overrides `data`'s.
     - `overwrite`: replace an existing file.
     """
-    fits = import_astropy_fits()
     if not isinstance(grid, ImageGrid):
         raise TypeError(f"`grid` must be an ImageGrid, got {type(grid).__name__}.")
     arr = as_image_array(image, grid)
@@ -206,7 +194,6 @@ def load_fits(
     eht-imaging writes it, so a round trip keeps it; an `int` for a whole day) and `source` (`OBJECT`).
     A key the header does not give is left out.
     """
-    fits = import_astropy_fits()
     path = file_path(path)
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such FITS file: {path!r}")

@@ -1,19 +1,17 @@
 """Reading calibrated uvfits (random-groups) files into `VisData`."""
 
+import gzip
+import io
 import math
 import os
+import warnings
+import zlib
 
 import numpy as np
+from astropy.io import fits
+from astropy.utils.exceptions import AstropyUserWarning, AstropyWarning
 
 from .._validation import check_flag, file_path
-from ._fits import (
-    BinTable,
-    find,
-    FITSFormatError,
-    FITSTruncatedError,
-    random_groups,
-    read_fits,
-)
 from ._visdata import VisData
 
 
@@ -80,8 +78,9 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
     **Raises:** `FileNotFoundError` for a missing file; `ValueError` for a file
     that is not FITS, is truncated or corrupt, is not random-groups visibility
     data, lacks the `AIPS AN` table or a needed axis/parameter, gives a
-    reference frequency outside 1 MHz–10 THz, or has no unflagged Stokes I data. Read with eqmodels' own FITS reader (numpy only):
-    astropy is not needed.
+    reference frequency outside 1 MHz–10 THz, or has no unflagged Stokes I data.
+    The file is read by `astropy.io.fits`; what it refuses is named as this file's
+    problem, with astropy's reason.
     """
     path = file_path(path)
     check = check_flag("check", check)
@@ -89,47 +88,161 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
         raise FileNotFoundError(f"no such uvfits file: {path!r}")
     if os.path.isdir(path):
         raise UVFITSError(f"{path!r} is a directory, not a uvfits file.")
+    # What astropy warns about while it reads (a card that does not follow the
+    # standard, a file shorter than its padding) either leaves the values readable
+    # or ends in an error, whose message then gives astropy's first warning about
+    # the file (not its deprecations, which are astropy's own business).
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", AstropyWarning)
+        try:
+            # Corrupt bytes can hold signalling NaNs (whose conversion to float64
+            # sets numpy's "invalid" flag) and huge values; each such row is then
+            # caught by the finiteness and plausibility checks, so the flags are
+            # not warnings.
+            with np.errstate(invalid="ignore", over="ignore"), _open(path) as hdul:
+                parts = _read(hdul, path, check)
+            # Inside the `try`: what VisData refuses (a header's OBSDEC of 1e21)
+            # is this file's problem, and says so.
+            data = VisData(**parts)
+        except UVFITSError:
+            raise
+        except Exception as e:
+            # What astropy refuses (no SIMPLE card, a header it cannot parse: an
+            # OSError, a ValueError, a VerifyError, an AssertionError for a column
+            # name, by version), and whatever else corrupt cards or columns make
+            # numpy raise: named as this file's problem.
+            said = [
+                str(w.message)
+                for w in caught
+                if issubclass(w.category, AstropyUserWarning)
+            ]
+            why = f"; astropy warned: {said[0]}" if said else ""
+            raise UVFITSError(
+                f"{path!r} could not be read as a uvfits file "
+                f"({type(e).__name__}: {e}{why})."
+            ) from e
+    for w in caught:  # the warnings that are not astropy's reading, as they were
+        if not issubclass(w.category, AstropyWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return data
+
+
+def _open(path: str) -> fits.HDUList:
+    """The HDUs of the file at `path`, read into memory (a gzip-compressed file
+    decompressed first), or a `UVFITSError` for a truncated file: astropy opens a
+    file cut inside a data unit (and fails later, reshaping it) or inside an
+    extension's header (and leaves that HDU out) without an error."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as e:
+            raise UVFITSError(
+                f"{path!r} is gzip-compressed but does not decompress ({e})."
+            ) from None
     try:
-        hdus = read_fits(path)
-        # Corrupt bytes can hold signalling NaNs (whose conversion to float64 sets
-        # numpy's "invalid" flag) and huge values; each such row is then caught by
-        # the finiteness and plausibility checks, so the flags are not warnings.
-        with np.errstate(invalid="ignore", over="ignore"):
-            parts = _read(hdus, path, check)
-        # Inside the `try`: what VisData refuses (a header's OBSDEC of 1e21) is
-        # this file's problem, and says so.
-        return VisData(**parts)
-    except UVFITSError:
+        hdul = fits.open(io.BytesIO(raw), memmap=False, lazy_load_hdus=False)
+    except OSError:
+        if raw.startswith(b"SIMPLE  =") and _end_card(raw, 0) is None:
+            raise UVFITSError(
+                f"{path!r} is truncated: the file ends inside its primary header "
+                "(no END card)."
+            ) from None
         raise
-    except FITSTruncatedError as e:
-        raise UVFITSError(f"{path!r} is truncated: {e}.") from e
-    except (ValueError, TypeError, KeyError, IndexError, OverflowError) as e:
-        # FITSFormatError, and (a safety net) whatever else corrupt cards or
-        # columns make numpy raise: named as this file's problem.
-        what = "" if isinstance(e, FITSFormatError) else f"{type(e).__name__}: "
-        raise UVFITSError(
-            f"{path!r} could not be read as a uvfits file ({what}{e})."
-        ) from e
+    last = len(hdul) - 1
+    start, size = hdul.fileinfo(last)["datLoc"], hdul[last].size
+    after = start + -(-size // _BLOCK) * _BLOCK  # where a next header would begin
+    problem = None
+    if start + size > len(raw):
+        problem = (
+            f"is truncated: the file ends inside the data of HDU {last} "
+            f"({hdul[last].name}), {start + size - len(raw)} bytes short."
+        )
+    elif raw[after : after + 9] == b"XTENSION=":
+        problem = (
+            f"is truncated: the file ends inside the header of HDU {last + 1} "
+            "(no END card)."
+            if _end_card(raw, after) is None
+            else f"has a header astropy cannot read: HDU {last + 1}, at byte {after}."
+        )
+    if problem is not None:
+        hdul.close()
+        raise UVFITSError(f"{path!r} {problem}")
+    return hdul
 
 
-def _read(hdus, path, check=True) -> dict:
-    primary = hdus[0]
-    if not primary.is_groups or int(primary.header.get("GCOUNT", 1)) == 0:
+_BLOCK = 2880  # FITS's block: headers and data units are padded to it
+
+
+def _end_card(raw: bytes, start: int) -> int | None:
+    """The offset of the header's END card after byte `start`, or None."""
+    for i in range(start, len(raw), 80):
+        if raw[i : i + 8].rstrip() == b"END":
+            return i
+    return None
+
+
+def _number(header, key: str, default=None):
+    """Card `key` as a float (`default` when absent or without a value), or a
+    `ValueError` naming it when it holds something else (a string, a logical)."""
+    value = header.get(key)
+    if value is None or isinstance(value, fits.card.Undefined):
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"card {key} = {value!r} is not a number")
+    return float(value)
+
+
+def _table(hdul, name: str, path: str):
+    """The binary table `name` (`EXTNAME`, case ignored), or None."""
+    try:
+        hdu = hdul[name]
+    except KeyError:
+        return None
+    if not isinstance(hdu, fits.BinTableHDU):
+        raise UVFITSError(f"{path!r}: the {name!r} HDU is not a binary table.")
+    return hdu
+
+
+def _has_column(table, name: str) -> bool:
+    return name.upper() in (n.strip().upper() for n in table.columns.names)
+
+
+def _groups_data(primary) -> np.ndarray:
+    """The random groups' data array, `BSCALE · stored + BZERO` in float64 (astropy
+    8 leaves out a random-groups `BZERO`; uvfits files are float and unscaled)."""
+    stored = np.ndarray.view(primary.data, np.ndarray)
+    stored = stored[stored.dtype.names[-1]]  # after the parameters: the data
+    scale = _number(primary.header, "BSCALE", 1.0)
+    zero = _number(primary.header, "BZERO", 0.0)
+    return np.asarray(stored, np.float64) * scale + zero
+
+
+def _read(hdul, path, check=True) -> dict:
+    primary = hdul[0]
+    if not isinstance(primary, fits.GroupsHDU) or primary.header.get("GCOUNT") == 0:
         raise UVFITSError(
             f"{path!r} is a FITS file but not uvfits: its primary HDU holds no "
             "random-groups visibility data (GROUPS = T)."
         )
     header = primary.header
-    groups = random_groups(primary)
-    an_hdu = find(hdus, "AIPS AN")
+    # The scalings astropy applies, checked first: astropy takes a malformed one
+    # for a string and fails inside numpy.
+    for key in ["BSCALE", "BZERO"] + [
+        f"{c}{i}"
+        for i in range(1, header.get("PCOUNT", 0) + 1)
+        for c in ("PSCAL", "PZERO")
+    ]:
+        _number(header, key)
+    an_hdu = _table(hdul, "AIPS AN", path)
     if an_hdu is None:
         raise UVFITSError(
             f"{path!r} has no 'AIPS AN' (antenna) table: station names and "
             "positions cannot be read."
         )
-    an = BinTable(an_hdu)
     for col in ("ANNAME", "STABXYZ", "NOSTA"):
-        if col not in an:
+        if not _has_column(an_hdu, col):
             raise UVFITSError(f"{path!r}: the AIPS AN table has no {col!r} column.")
 
     # -- axes of the DATA array (numpy order is reversed, axis 0 = groups) -----
@@ -140,7 +253,7 @@ def _read(hdus, path, check=True) -> dict:
     for needed in ("COMPLEX", "STOKES", "FREQ"):
         if needed not in ctypes:
             raise UVFITSError(f"{path!r}: the data have no {needed} axis (CTYPEn).")
-    raw = np.asarray(groups.data, np.float64)
+    raw = _groups_data(primary)
 
     def np_axis(k):
         return 1 + naxis - k
@@ -170,9 +283,9 @@ def _read(hdus, path, check=True) -> dict:
             "(real, imaginary, weight)."
         )
     k = ctypes["STOKES"]
-    crval = header.number(f"CRVAL{k}", 1.0)
-    cdelt = header.number(f"CDELT{k}", 1.0)
-    crpix = header.number(f"CRPIX{k}", 1.0)
+    crval = _number(header, f"CRVAL{k}", 1.0)
+    cdelt = _number(header, f"CDELT{k}", 1.0)
+    crpix = _number(header, f"CRPIX{k}", 1.0)
     codes = [int(round(crval + (i + 1 - crpix) * cdelt)) for i in range(raw.shape[3])]
     names = [_STOKES.get(c, str(c)) for c in codes]
     if "I" in names:
@@ -219,20 +332,21 @@ def _read(hdus, path, check=True) -> dict:
         vis, sigma, valid = vis_pol[0], sig_pol[0], ok_pol[0]
 
     # -- random parameters -------------------------------------------------------
+    groups = primary.data
     parnames = [p.strip().upper() for p in groups.parnames]
 
     def par(name_options):
         for name in name_options:
             idx = [i for i, p in enumerate(parnames) if p == name]
             if idx:
-                return sum(np.asarray(groups.params[i], np.float64) for i in idx)
+                return sum(np.asarray(groups.par(i), np.float64) for i in idx)
         raise UVFITSError(
             f"{path!r}: no {name_options[0]!r} random parameter (have {parnames})."
         )
 
-    an_freq = an_hdu.header.number("FREQ")
+    an_freq = _number(an_hdu.header, "FREQ")
     if an_freq is None or not np.isfinite(an_freq) or an_freq <= 0:
-        an_freq = header.number(f"CRVAL{ctypes['FREQ']}")
+        an_freq = _number(header, f"CRVAL{ctypes['FREQ']}")
     freq = float(an_freq) if an_freq is not None else math.nan
     if not MIN_FREQ_HZ <= freq <= MAX_FREQ_HZ:
         raise UVFITSError(
@@ -303,9 +417,9 @@ def _read(hdus, path, check=True) -> dict:
         )
 
     # -- stations -----------------------------------------------------------------
-    st_names = tuple(str(s).strip() for s in an.column("ANNAME"))
-    nosta, nosta_ok = _as_index(_real_column(an, "NOSTA", path))
-    xyz = _real_column(an, "STABXYZ", path).reshape(-1, 3)
+    st_names = tuple(str(s).strip() for s in an_hdu.data["ANNAME"])
+    nosta, nosta_ok = _as_index(_real_column(an_hdu, "NOSTA", path))
+    xyz = _real_column(an_hdu, "STABXYZ", path).reshape(-1, 3)
     if not (nosta_ok.all() and len(st_names) == len(nosta) == len(xyz)):
         raise UVFITSError(
             f"{path!r}: the AIPS AN table's ANNAME, NOSTA and STABXYZ columns do "
@@ -313,7 +427,7 @@ def _read(hdus, path, check=True) -> dict:
             "corrupt."
         )
     centre = np.array(
-        [an_hdu.header.number(k, 0.0) for k in ("ARRAYX", "ARRAYY", "ARRAYZ")]
+        [_number(an_hdu.header, k, 0.0) for k in ("ARRAYX", "ARRAYY", "ARRAYZ")]
     )
     xyz = xyz + centre
     far = ~(np.linalg.norm(xyz, axis=1) <= MAX_STATION_RADIUS_M)
@@ -362,16 +476,16 @@ def _read(hdus, path, check=True) -> dict:
 
     # -- header metadata ----------------------------------------------------------
     def header_angle(key, axis_name):
-        val = header.number(key)
+        val = _number(header, key)
         if val is None and axis_name in ctypes:
-            val = header.number(f"CRVAL{ctypes[axis_name]}")
+            val = _number(header, f"CRVAL{ctypes[axis_name]}")
         return float(val) if val is not None else 0.0
 
     # Degrees in [0, 360], as VisData takes them (a header may hold -10 for 350).
     ra = header_angle("OBSRA", "RA") % 360.0
     dec = header_angle("OBSDEC", "DEC")
     source = str(header.get("OBJECT", "unknown")).strip() or "unknown"
-    bandwidth = _bandwidth(hdus, header, ctypes, raw.shape[1], raw.shape[2])
+    bandwidth = _bandwidth(hdul, path, header, ctypes, raw.shape[1], raw.shape[2])
 
     # By time, then baseline as VisData orients it (first station < second), so
     # that the order does not depend on which way the file stores a baseline.
@@ -435,7 +549,7 @@ def implausible_rows(u, v, vis, sigma, jd, xyz, ant1, ant2, freq) -> np.ndarray:
 def _real_column(table, name, path) -> np.ndarray:
     """Column `name` of an AIPS table as float64, or a clear error when the table
     stores something else there (a corrupt `TFORMn`)."""
-    col = table.column(name)
+    col = np.asarray(table.data[name])
     if col.dtype.kind not in "iuf":
         raise UVFITSError(
             f"{path!r}: the AIPS AN table's {name!r} column holds {col.dtype} "
@@ -451,17 +565,17 @@ def _as_index(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where(ok, x, 0.0).astype(np.int64), ok
 
 
-def _bandwidth(hdus, header, ctypes, n_if, n_chan) -> float:
-    fq = find(hdus, "AIPS FQ")
+def _bandwidth(hdul, path, header, ctypes, n_if, n_chan) -> float:
+    fq = _table(hdul, "AIPS FQ", path)
     if fq is not None:
         try:
-            total = BinTable(fq).column("TOTAL BANDWIDTH")
-        except (KeyError, FITSFormatError):
+            total = np.asarray(fq.data["TOTAL BANDWIDTH"])
+        except KeyError:
             total = np.zeros(0)
         if total.dtype.kind not in "iuf":
             total = np.zeros(0)
         total = np.asarray(total, np.float64).reshape(-1)
         if total.size and np.all(np.isfinite(total)):
             return float(np.sum(total[:n_if]) if total.size >= n_if else total.sum())
-    cdelt = header.number(f"CDELT{ctypes['FREQ']}", 0.0)
+    cdelt = _number(header, f"CDELT{ctypes['FREQ']}", 0.0)
     return float(abs(cdelt) * n_chan * n_if)

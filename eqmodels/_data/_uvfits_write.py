@@ -3,9 +3,9 @@
 import os
 
 import numpy as np
+from astropy.io import fits
 
 from .._validation import check_flag, file_path
-from ._fitsimage import import_astropy_fits
 from ._visdata import check_visdata, mjd_date, VisData
 
 
@@ -47,10 +47,7 @@ def save_uvfits(data: VisData, path: str | os.PathLike, *, overwrite: bool = Fal
     - `data`: a [`eqmodels.VisData`][].
     - `path`: the file to write.
     - `overwrite`: replace an existing file.
-
-    Needs astropy (`pip install 'eqmodels[io]'`).
     """
-    fits = import_astropy_fits()
     check_visdata(data)
     overwrite = check_flag("overwrite", overwrite)
     if len(data.band_freqs) != 1:

@@ -54,8 +54,8 @@ class SeparableFT(AbstractForwardModel):
     u: Float[Array, "*points"]
     v: Float[Array, "*points"]
     pulse: AbstractPulse
-    cx: Float[Array, "n hx"]
-    sx: Float[Array, "n hx"]
+    cx: Float[Array, "n ceil_half_nx"]
+    sx: Float[Array, "n floor_half_nx"]
     cy: Float[Array, "n ny"]
     sy: Float[Array, "n ny"]
     p: Float[Array, " n"]
