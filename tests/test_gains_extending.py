@@ -266,3 +266,36 @@ def test_self_calibrate_forward_errors(corrupted):
             pulse=em.TrianglePulse(),
             forward=lambda grid, u, v: em.DirectFT(grid, u, v),
         )
+
+
+def test_gain_corrected_reads_the_declared_row_fields():
+    """Gains need each row's station pair and time slot: a term whose `row_fields`
+    do not list `stations` (the declared per-row leaves, not a `hasattr`) is
+    refused, naming the leaf and the fix."""
+
+    class NoStations(em.AbstractDataTerm):
+        forward: em.AbstractForwardModel | None
+        vis: jax.Array
+        weight: jax.Array
+        n_rows: jax.Array
+        stations: jax.Array  # a field, but not declared per row
+        report_name = "nostations"
+        row_fields = ("vis", "weight")
+
+        def __init__(self, forward, vis):
+            self.forward = forward
+            self.vis = jnp.asarray(vis)
+            self.weight = jnp.ones(np.shape(vis))
+            self.n_rows = em.n_rows_leaf(np.shape(vis)[0])
+            self.stations = jnp.zeros((np.shape(vis)[0], 2), jnp.int32)
+
+        def residuals_from_vis(self, vis):
+            return jnp.abs(vis - self.vis)
+
+        def chi2_from_vis(self, vis):
+            return jnp.sum(self.residuals_from_vis(vis) ** 2)
+
+    d = synthetic()
+    term = NoStations(em.DirectFT(GRID, d.u, d.v), d.vis)
+    with pytest.raises(TypeError, match=r"has no `stations` leaf.*`row_fields`"):
+        em.GainCorrected(term, TrackGains(d))

@@ -20,17 +20,15 @@ SOURCES = sorted(PKG.rglob("*.py"))
 # Lazy on purpose, each for a documented reason: the CLI keeps `eqmodels --help`
 # fast (no JAX before it is needed) and imports matplotlib only to plot.
 LAZY_IMPORT_FILES = {"_cli.py"}
-# Imports inside functions still to be moved by another branch of issue 36 (the
-# gains subpackage's own `StationGains` <-> `GainCorrected` pair).
-PENDING_LAZY_IMPORT_FILES = {"_gains/_station_gains.py"}
+# Imports inside functions still to be moved: none.
+PENDING_LAZY_IMPORT_FILES: set[str] = set()
 
-# Named Abstract* but still without abstract members, given them by another branch
-# of issue 36 (the solver protocol: `init` / `step` / `terminate` / `postprocess`).
-PENDING_ABSTRACT = {"AbstractSolver"}
+# Named Abstract* but still without abstract members: none.
+PENDING_ABSTRACT: set[str] = set()
 
 # The survey's cache fingerprint names functions and classes by module and
 # qualified name: an identity for the cache key, not a dispatch.
-FINGERPRINT_FILES = {"_solvers/_survey.py"}
+FINGERPRINT_FILES = {"_solvers/_checkpoint.py"}
 
 
 def _module_name(path: pathlib.Path) -> str:

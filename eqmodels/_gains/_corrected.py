@@ -64,11 +64,12 @@ class GainCorrected(AbstractTermWrapper):
                 "`eqmodels.AbstractGains`)."
             )
         for name in ("stations", "time_index"):
-            if not hasattr(term, name):
+            if name not in type(term).row_fields:
                 raise TypeError(
                     f"{type(term).__name__} has no `{name}` leaf: gains need each "
                     "row's station pairs and time slot (declare `stations` and "
-                    "`time_index` fields, as the built-in terms do)."
+                    "`time_index` fields and list them in `row_fields`, as the "
+                    "built-in terms do)."
                 )
         st, ti = term.stations, term.time_index
         if is_concrete(st) and is_concrete(ti):
