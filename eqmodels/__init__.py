@@ -36,7 +36,7 @@ try:
 except _metadata.PackageNotFoundError:  # running from a source tree
     __version__ = "0.0.0"
 
-# --- data products and I/O (issue 3) ---
+# --- data products and I/O ---
 from ._compile import compiler_options as compiler_options
 from ._data._derived import (
     amplitudes as amplitudes,
@@ -70,7 +70,7 @@ from ._data._uvfits_write import save_uvfits as save_uvfits
 from ._data._visdata import concatenate as concatenate, VisData as VisData
 
 # --- end data ---
-# --- terms, regularizers, image models, objective (issue 4) ---
+# --- terms, regularizers, image models, objective ---
 from ._forward._select import make_forward as make_forward
 from ._image._gaussian import GaussianImage as GaussianImage
 from ._image._ring import RingImage as RingImage
@@ -146,7 +146,7 @@ from ._terms._wrapper import AbstractTermWrapper as AbstractTermWrapper
 
 # --- end objective ---
 # isort: split
-# --- gains and self-calibration (issue 10) ---
+# --- gains and self-calibration ---
 from ._data._recipe_ops import (
     blur_image as blur_image,
     rescale_zero_baseline as rescale_zero_baseline,
@@ -170,7 +170,7 @@ from ._gains._with_gains import with_gains as with_gains
 
 # --- end gains ---
 # isort: split
-# --- recipes and command line (issue 11) ---
+# --- recipes and command line ---
 from ._recipe._m87 import (
     closure_score as closure_score,
     image_m87 as image_m87,

@@ -3,11 +3,10 @@ compilation time of a solve.
 
 On a CPU, XLA's default code generator for fused loops (its MLIR "fusion
 emitters") spends most of a solve's compilation in LLVM. Its older emitters
-compile the round-1 M87 solve in about 0.6× the time, tracing included (1.5–1.8 s
-against 2.3–2.9 s in the same runs of `benchmarks/imaging.py`; XLA's own part
-about halves), and the compiled program runs about 4–8 % slower (batched programs
-lose more, up to 14 %). A `solve` compiles once and runs for tens of milliseconds,
-so eqmodels compiles the programs that run once per problem (`solve`,
+compile a solve markedly faster, and the compiled program runs slightly slower
+(batched programs lose more; the measurements are in `docs/performance.md`). A
+`solve` compiles once and runs for much less time than it takes to compile, so
+eqmodels compiles the programs that run once per problem (`solve`,
 `solve_scipy`, `residual_jacobian`, `self_calibrate`, the recipe) with the older
 emitters; `survey`, which runs its program many times, keeps XLA's default.
 
@@ -68,8 +67,8 @@ def compiler_options() -> dict[str, Any]:
     recipe).
 
     On a CPU, `{"xla_cpu_use_fusion_emitters": False}`: XLA's older code generator
-    for fused loops, which compiles the round-1 M87 solve in about 0.6× the time
-    and runs it about 4–8 % slower. Elsewhere (a GPU), or with `EQMODELS_FAST_COMPILE=0`, or when
+    for fused loops, which compiles a solve faster and runs it slightly slower
+    (see *Performance tips*). Elsewhere (a GPU), or with `EQMODELS_FAST_COMPILE=0`, or when
     `XLA_FLAGS` sets the option itself, `{}`.
 
     Pass it to your own run-once programs for the same effect:
@@ -118,7 +117,7 @@ class _RunOnceProgram:
         )
         # With a traced argument the call is part of a caller's program, where
         # options are refused: go straight to the plain program (trying first
-        # traced the whole solve twice, from a review).
+        # would trace the whole solve twice).
         if key and not traced:
             try:
                 return self._program(key)(*args, **kwargs)

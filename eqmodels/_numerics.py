@@ -19,8 +19,8 @@ def asarray(x: ArrayLike | list | tuple, dtype=None) -> Array:
 
     There, `jnp.asarray` of host data (a numpy array or scalar, a list, a Python
     scalar with a `dtype`) compiles a small program per new shape, to stage it or
-    to cast it: about 25 ms each, a persistent-cache lookup when warm, which added
-    up to a second of building an objective. Host data are cast on the host to the
+    to cast it (a persistent-cache lookup when warm), which adds up when building
+    an objective. Host data are cast on the host to the
     dtype `jnp.asarray` would give (`dtype`, else numpy's, canonicalised for the
     x64 setting) and then copied: the same array (dtype, no weak type), no
     compilation. JAX arrays, tracers and Python scalars without a `dtype` (weakly

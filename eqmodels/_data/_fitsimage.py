@@ -128,8 +128,8 @@ def save_fits(
     h["RADESYS"] = "FK5"
     h["PSIZE"] = (grid.psize, "pixel size (radians)")
     # Float cards keep 16 significant digits, one short of a float64's round trip
-    # (from a review: a loaded grid differed from the saved one by 1 ulp, so the
-    # two did not compare equal, nor share transforms): the exact value as text.
+    # (a loaded grid could differ from the saved one by 1 ulp, so that the two
+    # would not compare equal, nor share transforms): the exact value as text.
     h["EQPSIZE"] = (float(grid.psize).hex(), "PSIZE exactly (float.hex, eqmodels)")
     if freq is not None:
         h["FREQ"] = freq

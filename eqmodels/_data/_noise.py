@@ -41,7 +41,7 @@ def check_fraction(name, f):
     if not (math.isfinite(f) and f >= 0):
         raise ValueError(f"`{name}` must be finite and >= 0, got {f!r}.")
     if f > 1:
-        # From a user walkthrough: a percentage (2.0 for 2 %) was taken as 200 %.
+        # Refused: a percentage (2.0 for 2 %) would be taken as 200 %.
         raise ValueError(
             f"`{name}` must be a fraction in [0, 1], got {f!r}: 2 % is `0.02`, not "
             "`2.0`."

@@ -310,7 +310,7 @@ def observe(
         vis = np.concatenate(parts)
     else:
         # In the image's precision, as the default path: float64 points would ask
-        # a 32-bit JAX for float64 (from a review: `forward=` failed without x64).
+        # a 32-bit JAX for float64 (`forward=` would fail without x64).
         np_dtype = np.dtype(image.dtype)
         model = make_forward(forward, grid, u.astype(np_dtype), v.astype(np_dtype))
         vis = np.asarray(model(image))

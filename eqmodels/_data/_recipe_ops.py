@@ -125,8 +125,8 @@ def rescale_zero_baseline(
     uv_max = positive_number("uv_max", uv_max)
     short = _zbl_rows(data, uv_max)
     if not short.any():
-        # Refused whatever gives `current` (from a review: with `baseline` or
-        # `current`, a `uv_max` in Gλ by mistake silently rescaled nothing).
+        # Refused whatever gives `current`: with `baseline` or `current` too, a
+        # `uv_max` in Gλ by mistake would otherwise silently rescale nothing.
         raise ValueError(
             f"no baseline is shorter than `uv_max`={uv_max:g} λ (shortest "
             f"{data.uvdist.min():.4g} λ): nothing to rescale; `uv_max` is in "

@@ -683,7 +683,7 @@ def _freqs(freq) -> tuple[float, ...]:
         raise ValueError(f"`freq` must be finite and > 0 (Hz), got {freq!r}.")
     # The range `load_uvfits` accepts (radio, 1 MHz to 10 THz): a frequency in GHz
     # (`230.0`) would otherwise be 230 Hz, and every wavelength-based quantity
-    # (thermal noise, `observe`'s baselines) off by 1e9 (from a review).
+    # (thermal noise, `observe`'s baselines) off by 1e9.
     out = [f for f in freqs if not 1e6 <= f <= 1e13]
     if out:
         raise ValueError(

@@ -57,7 +57,7 @@ class DirectFT(AbstractForwardModel):
 
     Memory is `2 · N · ny · nx` reals: pick it for small problems, or when the
     matrix is reused many times on a GPU. The real and imaginary parts are stored
-    separately (real matmuls beat complex ones ~1.8× on CPU) and multiplied at
+    separately (real matmuls are faster than complex ones on a CPU) and multiplied at
     `Precision.HIGHEST` (TF32 is the GPU default otherwise).
     """
 

@@ -47,7 +47,7 @@ def _resolve_backend(backend, points) -> str:
     off_cpu = bool(platforms - {"cpu"})
     if not off_cpu:
         return "finufft"
-    import jax_finufft.lowering  # imported when first needed: 0.25 s of start-up
+    import jax_finufft.lowering  # imported when first needed: it slows start-up
 
     if jax_finufft.lowering.jax_finufft_gpu is not None:
         return "finufft"

@@ -83,7 +83,7 @@ def _type2_impl(f, py, px, *, backend, eps, ny, nx, opts):
     if math.prod(lead) == 0:  # an empty batch (nufftax's spreader divides by it)
         return jnp.zeros((*lead, py.shape[-1]), f.dtype)
     if backend == "finufft":
-        import jax_finufft  # imported when first needed: 0.25 s of start-up
+        import jax_finufft  # imported when first needed: it slows start-up
 
         # jax-finufft takes at most one leading (multi-transform) axis: flatten.
         g = f.reshape(-1, ny, nx) if len(lead) > 1 else f
@@ -189,8 +189,8 @@ def _batch(prim, args, dims, **params):
 _STATIC = ("backend", "eps", "ny", "nx", "opts")
 for _prim, _abstract in ((TYPE2, _type2_abstract_eval), (TYPE1, _type1_abstract_eval)):
     # Outside `jit` a call runs the implementation compiled (and cached per shape
-    # and parameters), not op by op: 1.9 ms instead of 21–29 ms for a nufftax
-    # type-2 at 64² and 2,000 points.
+    # and parameters), not op by op, which is an order of magnitude slower (see
+    # docs/benchmarks.md).
     _prim.def_impl(jax.jit(_IMPLS[_prim], static_argnames=_STATIC))
     _prim.def_abstract_eval(_abstract)
     mlir.register_lowering(_prim, mlir.lower_fun(_IMPLS[_prim], multiple_results=False))

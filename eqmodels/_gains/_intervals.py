@@ -80,8 +80,8 @@ def edge_hours(ts: np.ndarray) -> np.ndarray:
     """Times (hours) as float64, moved up by one unit in the last place of their
     own dtype: a record stamped on a bin edge and stored just below it (float32
     times, x64 off: ~1 ms at 10 h) still starts the bin the edge starts, as
-    `VisData.time_average` places it (from a review: 10-s records in 60-s
-    intervals came out 5, 6 and 7 to an interval in float32)."""
+    `VisData.time_average` places it (without the nudge, 10-s records in 60-s
+    intervals would come out 5, 6 and 7 to an interval in float32)."""
     ts = np.asarray(ts)
     return ts.astype(np.float64) + np.abs(np.spacing(ts)).astype(np.float64)
 

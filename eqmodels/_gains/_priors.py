@@ -295,9 +295,9 @@ class GainSmoothness(AbstractGainPrior):
 
     def gain_residuals(self, gains: StationGains) -> Float[Array, " m"]:
         # Per station, the previous interval with data (-1: none): a running
-        # maximum of the present intervals' indices, shifted by one. (From a
-        # review: differences through intervals without data biased real gains
-        # towards the amplitude prior's 1.)
+        # maximum of the present intervals' indices, shifted by one. (Differences
+        # through intervals without data would bias real gains towards the
+        # amplitude prior's 1.)
         la, ph = gains.log_amp, gains.phase
         k = jnp.arange(la.shape[0])[:, None]
         last = jax.lax.cummax(jnp.where(gains.present, k, -1), axis=0)

@@ -340,8 +340,8 @@ _RTOL = 1e-10  # relative cost change at which an interval's fit has converged
 
 
 def _check_reference(name, present, calibrated, anchored) -> None:
-    """Warn when `phase_reference` fixes the phase in no solution interval (from
-    a review: it was then ignored without a word)."""
+    """Warn when `phase_reference` fixes the phase in no solution interval: it
+    is then ignored, which must not pass without a word."""
     if not present.any():
         why = "it has no data"
     elif calibrated and anchored[present].all():

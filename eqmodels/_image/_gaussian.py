@@ -107,6 +107,7 @@ class GaussianImage(AbstractImageModel):
         """`ln I_p = ln F + ln g_p − ln Σ_q g_q`, computed in log space: finite where
         the image itself underflows to 0 (a narrow Gaussian's tails in float32,
         beyond about 5 FWHM). An entropy given this model as its prior takes its
-        `ln P` from here (from a review: those tails gave an infinite penalty)."""
+        `ln P` from here (the logarithm of the underflowed tails, `-inf`, would
+        give an infinite penalty)."""
         log_g = self._log_profile()
         return jnp.log(self.flux) + log_g - jax.nn.logsumexp(log_g)

@@ -94,8 +94,8 @@ class RingImage(AbstractImageModel):
             )
         self.asymmetry_angle = scalar_leaf("asymmetry_angle", asymmetry_angle, dtype)
         # The ring's outer half-maximum radius, d/2 + w/2, must lie inside the
-        # field (from a review: `d/2` alone let a 124 µas ring 20 µas wide on a
-        # 128 µas field through, with 23 % of its flux renormalised away).
+        # field (`d/2` alone would let a 124 µas ring 20 µas wide on a 128 µas
+        # field through, with 23 % of its flux renormalised away).
         concrete = is_concrete(self.diameter) and is_concrete(self.width)
         check_inside(
             self.grid,

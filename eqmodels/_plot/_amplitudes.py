@@ -58,7 +58,7 @@ def plot_amplitudes(
     )
     if vis is not None:
         # Above the data (an errorbar's markers sit at zorder 2.1, a line at 2):
-        # where they overlap, the data hid the model (from a review).
+        # where they overlap, the data would hide the model.
         ax.plot(
             uvd,
             np.abs(vis),

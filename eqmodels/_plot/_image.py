@@ -105,8 +105,8 @@ def image_extent(grid: ImageGrid) -> tuple[float, float, float, float]:
 
 
 def _scalar(x):
-    """A 0-d numpy or JAX array as its Python number (from a review: refused as
-    "not a frequency"); anything else as is."""
+    """A 0-d numpy or JAX array as its Python number (so that it is not refused
+    as "not a frequency"); anything else as is."""
     if hasattr(x, "shape") and hasattr(x, "dtype") and np.shape(x) == ():
         if np.issubdtype(np.asarray(x).dtype, np.number):
             return np.asarray(x).item()
@@ -292,7 +292,7 @@ def plot_images(
     if not images:
         raise ValueError("`images` is empty: give at least one image.")
     pairs = [_image_and_grid(im, grid, f"images[{i}]") for i, im in enumerate(images)]
-    # From a review: these reached matplotlib (or were read wrongly) unchecked.
+    # Checked here: unchecked, these would reach matplotlib (or be read wrongly).
     psizes = sorted({g.psize for _, g in pairs})
     if units == "Jy/pixel" and len(psizes) > 1:
         raise ValueError(

@@ -362,8 +362,8 @@ def image_m87(
     real = int | float | np.integer | np.floating
     if isinstance(fov, bool) or not isinstance(fov, real):
         raise TypeError(f"`fov` must be a number of µas, got {fov!r}.")
-    # Checked here, by their own names, before any data are read (from a review:
-    # they surfaced as `flux` / `ftol` errors, `stop`'s after the self-calibration).
+    # Checked here, by their own names, before any data are read: otherwise they
+    # surface as `flux` / `ftol` errors, `stop`'s only after the self-calibration.
     for name, value, what in (
         ("zbl", zbl, "a compact flux in Jy, > 0"),
         ("stop", stop, "the runs' `ftol` and `gtol`, >= 0"),

@@ -48,7 +48,7 @@ def _log_ratio_terms(image, prior, log_prior):
     normal = ok & (p >= tiny) & (i_s >= tiny * jnp.maximum(p, 1.0))
     # One logarithm per pixel: `ln(I/P) − 0` where P is normal (the same bits
     # as `ln(I/P)`), `ln(I/1) − ln P` elsewhere. (In float32 too: `ln I − ln P`
-    # throughout lost `|ln I|·eps` near `I = P`, from a review.)
+    # throughout would lose `|ln I|·eps` near `I = P`.)
     ratio = i_s / jnp.where(normal, p, 1.0)
     log_ratio = jnp.log(ratio) - jnp.where(normal, 0.0, log_p)
     return ok, i_s, jnp.where(ok, i_s * log_ratio, 0.0)

@@ -81,8 +81,8 @@ class TV(AbstractRegularizer):
             # float32 squares of differences below ~1e-19 flush to 0 (a faint
             # pixel's gradient would vanish); scaled, they do not. (float64 keeps
             # eht-imaging's form, the same bits; it underflows only below 1e-154.)
-            # An `ε` below float32's normal range is 0 there (from a review: 1e-50
-            # took the unscaled form and lost the faint pixels).
+            # An `ε` below float32's normal range is 0 there (so 1e-50 takes this
+            # scaled form too; the unscaled one would lose the faint pixels).
             out = jnp.sum(safe_hypot(d_row, d_col))
         else:
             out = jnp.sum(safe_sqrt(d_row * d_row + d_col * d_col + self.eps))

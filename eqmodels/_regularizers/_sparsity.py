@@ -95,8 +95,8 @@ class WeightedL1(AbstractRegularizer):
             num = safe_sqrt(image * image + self.eps)
             den = jnp.sqrt(prior * prior + self.eps) + self.eps
         else:
-            # float32 squares below ~1e-19 flush to 0 (from a review: a prior
-            # pixel of 1e-25 with ε = 0 divided by 0): scaled hypotenuses,
+            # float32 squares below ~1e-19 flush to 0 (a prior pixel of 1e-25
+            # with ε = 0 would divide by 0): scaled hypotenuses,
             # `sqrt(x² + ε) = hypot(x, sqrt ε)`, keep them.
             root = jnp.full_like(image, np.sqrt(self.eps))
             num = safe_hypot(image, root)

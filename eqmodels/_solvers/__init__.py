@@ -1,2 +1,2 @@
-"""Solvers (issue 9): on-device minimisation, surveys, chunked Jacobians, the
+"""Solvers: on-device minimisation, surveys, chunked Jacobians, the
 compilation cache."""

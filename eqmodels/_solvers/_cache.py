@@ -27,9 +27,8 @@ def enable_compilation_cache(
     - **Host callbacks defeat it**: a program containing `jax.debug.print`,
       `jax.debug.callback` or `io_callback` is not cached. eqmodels' progress display
       runs between compiled chunks, never inside them.
-    - Tracing is not cached: a warm process still traces and lowers its programs
-      (about 0.7 s for the round-1 M87 solve on 2 cores); only XLA's compilation is
-      skipped.
+    - Tracing is not cached: a warm process still traces and lowers its programs;
+      only XLA's compilation is skipped.
     - The key includes the jax/jaxlib version, the backend, the XLA flags and the
       shapes and static configuration: different data *shapes* are new programs.
     - The folder can be copied or moved (a CI artefact, a container with another
@@ -58,7 +57,7 @@ def enable_compilation_cache(
             )
         path = env or (pathlib.Path.home() / ".cache" / "eqmodels" / "jax")
     if isinstance(path, str) and not path.strip():
-        # From a review: "" silently meant the working folder.
+        # Refused: "" would silently mean the working folder.
         raise ValueError(
             "`path` is empty: give a folder (or None for $EQMODELS_CACHE_DIR or "
             "~/.cache/eqmodels/jax)."
@@ -68,8 +67,8 @@ def enable_compilation_cache(
         raise ValueError(f"`path` {str(path)!r} exists and is not a folder.")
     try:
         path.mkdir(parents=True, exist_ok=True)
-        # Writable, found now (from a review: an unwritable folder was accepted,
-        # and every later compilation warned that it could not write its entry).
+        # Writable, found now: an unwritable folder is refused here, not by a
+        # warning at every later compilation that it could not write its entry.
         probe = path / f".eqmodels-probe-{os.getpid()}"
         probe.write_bytes(b"")
         probe.unlink()
@@ -87,8 +86,8 @@ def enable_compilation_cache(
     ):
         _cc.reset_cache()
     jax.config.update("jax_compilation_cache_dir", str(path))
-    # From a review: the default puts `<path>/xla_gpu_per_fusion_autotune_cache_dir`
-    # in the compile options, so a copied or moved folder had no hits.
+    # The default puts `<path>/xla_gpu_per_fusion_autotune_cache_dir` in the
+    # compile options, so a copied or moved folder would have no hits.
     jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
     jax.config.update(
         "jax_persistent_cache_min_compile_time_secs", min_compile_time_secs

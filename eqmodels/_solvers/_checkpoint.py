@@ -161,7 +161,7 @@ def _code_digest(obj) -> str:
     """`@<digest>` of a user's function's or class's code (a class's: the code of
     the functions it defines, its `__call__` among them), `""` for a library's: a
     checkpoint folder must not serve results of a model whose code has changed
-    since (from a review). The code, not its position: a comment added above it
+    since. The code, not its position: a comment added above it
     keeps the digest."""
     if _from_a_library(obj):
         return ""
@@ -204,8 +204,8 @@ def _has_contents(cell) -> bool:
 
 
 def _atomic_write(path: pathlib.Path, data: bytes) -> None:
-    # A name of this process's own: two processes writing into one folder
-    # removed each other's temporary file (from a review).
+    # A name of this process's own, so that two processes writing into one
+    # folder do not remove each other's temporary file.
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:
         f.write(data)

@@ -89,7 +89,7 @@ def dense_jacobian(
 def _abstract(x):
     """`x` as a shape, dtype and (for a concrete array) sharding: lowering with it
     instead of closing over it works for arrays that span devices of other
-    processes, which a compiled closure refuses (from a review)."""
+    processes, which a compiled closure refuses."""
     if (
         isinstance(x, jax.Array)
         and not isinstance(x, jax.core.Tracer)

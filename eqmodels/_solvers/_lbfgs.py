@@ -8,7 +8,7 @@ on the round-1 M87 objective (see `docs/solvers.md`):
 
 - the compiled program holds **one** copy of the objective's value-and-gradient
   (optax's zoom search holds three: the start, its first trial and its zoom loop),
-  so it compiles faster (1.3–2× in our runs, tracing included);
+  so it compiles faster;
 - under `vmap` every member advances evaluation by evaluation on its own: a member
   that backtracks does not hold the others inside a nested line-search loop, so a
   batch costs the largest member's evaluation count, not the sum over iterations
@@ -49,7 +49,7 @@ def _unit_triangular_solve(a, b, *, lower):
 
     LAPACK's `trsm` (`jax.scipy.linalg.solve_triangular`) computes the same
     column by column, but its CPU lowering initialises jaxlib's LAPACK bindings,
-    which imports `scipy.linalg`: 0.15–0.2 s of every process's first solve. The
+    which imports `scipy.linalg`, a cost added to every process's first solve. The
     unrolled columns are elementwise updates that XLA fuses into a few kernels (for
     `m = 10`, faster than the LAPACK call)."""
     m = b.shape[0]
@@ -59,7 +59,7 @@ def _unit_triangular_solve(a, b, *, lower):
         # final when it is used and stays so. (A non-finite `x[j]` also reaches
         # the rows above it, as `0 · inf`, where LAPACK skips them; the direction
         # is non-finite either way, and the solver refuses such steps. Masking the
-        # rows made the update 3× slower at memory 50.)
+        # rows would make the update several times slower at large memories.)
         x = x - a[:, j] * x[j]
     return x
 
@@ -357,10 +357,10 @@ class LBFGS(AbstractSolver):
     solve loop is one evaluation (a trial accepted, or the step shortened), so the
     compiled program holds one copy of the objective, and under `vmap` every
     member advances on its own. `"zoom"` is optax's strong-Wolfe zoom search
-    (`optax.lbfgs`): more robust on hard problems, 1.3–2× as long to compile, and
+    (`optax.lbfgs`): more robust on hard problems, slower to compile, and
     under `vmap` a batch waits for its slowest member's search at every
-    iteration. On the round-1 M87 objective both reach the same objective as
-    scipy's L-BFGS-B to 0.2 % in 100 iterations (see `docs/solvers.md`).
+    iteration. On the round-1 M87 objective both reach the objective of scipy's
+    L-BFGS-B in 100 iterations (see `docs/solvers.md`).
     """
 
     memory_size: int = eqx.field(static=True)

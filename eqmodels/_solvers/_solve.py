@@ -192,7 +192,7 @@ def check_objective(objective, model=None):
     if isinstance(model, np.ndarray | np.generic):
         # A porting user's start image (eht-imaging's imagers start from one):
         # solved as it is, its pixels would be fitted directly, with nothing to
-        # keep them positive (from a user walkthrough: 1847 of 4096 came back < 0).
+        # keep them positive (many come back < 0).
         raise TypeError(
             "`model` is a numpy array: give the image model to optimise, e.g. "
             "`em.PixelImage.from_image(image, grid)` (log pixels, always positive: "
@@ -207,7 +207,7 @@ def check_objective(objective, model=None):
 def _strongly_typed(model, params):
     """The parameters as strongly typed arrays: a weakly typed leaf
     (`jnp.asarray(0.5)`) in an otherwise equal initial model is another argument
-    type to the compiled program, which would compile again (from a review)."""
+    type to the compiled program, which would compile again."""
 
     def strong(x):
         if getattr(x, "weak_type", False):

@@ -343,7 +343,7 @@ def survey(
     rows = NamedSharding(mesh, PartitionSpec(_AXIS))
     replicated = NamedSharding(mesh, PartitionSpec())
     # The configurations as given: leaves that differ between them were already
-    # stacked on the host (losing their sharding) by `_split` (from a review).
+    # stacked on the host (losing their sharding) by `_split`.
     leaves = jax.tree.leaves((objectives, shared, stacked))
     if any(eqx.is_array(x) and split_explicitly(x) for x in leaves):
         raise ValueError(

@@ -44,7 +44,7 @@ def as_image(
             "docs/extending.md), or pass `model()`, the image array."
         )
     elif hasattr(image, "imvec") and hasattr(image, "xdim"):
-        # From a user walkthrough: JAX's own message named an object dtype.
+        # Named here: JAX's own message would name an object dtype.
         raise TypeError(
             "`image` is an eht-imaging Image: pass its pixels, "
             "`image.imvec.reshape(image.ydim, image.xdim)` (Jy/pixel; row 0 north, "
@@ -116,7 +116,7 @@ def from_shared_vis(term, method: str, vis):
     """`term.chi2_from_vis(vis)` (or `residuals_from_vis`) for a member of a sharing
     objective, which holds `forward=None`: a method that reads `self.forward` gets
     an error naming the class and the fix instead of a bare `'NoneType' object has
-    no attribute ...` from inside the user's code (from a review)."""
+    no attribute ...` from inside the user's code."""
     try:
         return getattr(term, method)(vis)
     except AttributeError as e:

@@ -524,8 +524,8 @@ class Objective(AbstractTerm):
             return out[0]
         # A `ShardedChi2`'s residuals split over an Explicit mesh axis do not join
         # replicated ones (a regularizer's, an unsharded term's), nor make a length
-        # the axis divides: gathered first (from a review; least-squares solvers
-        # gather the residuals before their dense step anyway).
+        # the axis divides: gathered first (least-squares solvers gather the
+        # residuals before their dense step anyway).
         return jnp.concatenate([unsplit(r) for r in out])
 
     def __call__(self, image: ImageLike) -> Scalar:

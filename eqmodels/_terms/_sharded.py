@@ -229,7 +229,7 @@ class ShardedChi2(AbstractTermWrapper, AbstractSharded):
         objective's shared transform hands them over), each device's rows on that
         device: inside `shard_map`, so that a term's own gathers (a `GainCorrected`
         term's gain lookups) index local rows, which JAX refuses to resolve on
-        split arrays of an Explicit mesh (from a review)."""
+        split arrays of an Explicit mesh."""
         return compiled(_chi2_of_vis, self, vis)
 
     def residuals_from_vis(self, vis: Complex[Array, "*points"]) -> Float[Array, " m"]:

@@ -142,8 +142,8 @@ def merge(
         # A term alone is shared only when its rows have several points (closure
         # legs) that repeat. One point a row is never merged, even where points
         # repeat (a padded term's rows copy row 0), so that a term and its padded
-        # copy share alike (from a review: a survey over data sets padded to one
-        # length was refused).
+        # copy share alike: a survey over data sets padded to one length needs
+        # their terms of one structure.
         index = sources[0][2][0]  # the one member's point indices
         if np.ndim(index) <= 1 or first.size == u.size:
             return None
