@@ -13,16 +13,17 @@ import numpy as np
 import pytest
 
 import eqmodels as em
-from tests.helpers import assert_allclose, central_fd, own_error
-from tests.reference import gains as rg
-from tests.test_gains import (
-    _pairs,
+from tests.helpers import assert_allclose, central_fd
+from tests.problems.gains import (
     GRID,
+    pairs as _pairs,
     random_gains,
     synthetic,
     truth_image,
     vis_reference,
 )
+from tests.reference import gains as rg
+from tests.unchecked import unchecked_error
 
 
 def _joint(d, gains, tol=(0.02, 0.2), reference="AA"):
@@ -92,7 +93,19 @@ def test_with_gains_matches_numpy_under_jit_vmap_and_finite_differences():
     assert_allclose([grad @ u for u in dirs], central_fd(f, x0, dirs, 1e-6), rtol=1e-6)
 
 
-def test_with_gains_weights_and_errors():
+NOT_AN_OBJECTIVE = unchecked_error("em.WithGains(lambda x: 0.0)", "TypeError")
+JOINT_OF_A_JOINT = unchecked_error(
+    "em.WithGains(joint)",
+    "TypeError",
+    "d = em.VisData([1e9], [1e9], [1.0], [1.0], [1.0], [0], [1], "
+    "station_names=('AA', 'AP'), freq=230e9)\n"
+    "g = em.StationGains.from_data(d)\n"
+    "term = em.VisChi2.from_data(d, em.ImageGrid(4, 4, 1e-10))\n"
+    "joint = em.WithGains(em.GainCorrected(term, g))",
+)
+
+
+def test_with_gains_weights_and_errors(unchecked):
     d = synthetic()
     g = random_gains(d)
     joint = _joint(d, g)
@@ -115,19 +128,11 @@ def test_with_gains_weights_and_errors():
         assert isinstance(built, em.WithGains)
         assert_allclose(built((img, g)), want, rtol=1e-13)
     # (Without the suite's type checker, as users run it: eqmodels' own message.)
-    msg = own_error("em.WithGains(lambda x: 0.0)", "TypeError")
+    msg = unchecked[NOT_AN_OBJECTIVE]
     assert msg is not None and "must be an `eqmodels.Objective`" in msg
     with pytest.raises(ValueError, match="holds no station gains"):
         em.WithGains(em.VisChi2.from_data(d, GRID) + em.Flux(1.0))
-    msg = own_error(
-        "em.WithGains(joint)",
-        "TypeError",
-        "d = em.VisData([1e9], [1e9], [1.0], [1.0], [1.0], [0], [1], "
-        "station_names=('AA', 'AP'), freq=230e9)\n"
-        "g = em.StationGains.from_data(d)\n"
-        "term = em.VisChi2.from_data(d, em.ImageGrid(4, 4, 1e-10))\n"
-        "joint = em.WithGains(em.GainCorrected(term, g))",
-    )
+    msg = unchecked[JOINT_OF_A_JOINT]
     assert msg is not None and "already a WithGains" in msg
     # A model that is not the pair, refused before anything compiles.
     with pytest.raises(TypeError, match=r"model pair `\(image_model, gains\)`"):
@@ -189,6 +194,7 @@ def _reordered(d):
     )
 
 
+@pytest.mark.slow
 def test_survey_over_data_sets_with_their_own_gains_equals_single_solves():
     """Three data sets whose gains differ in intervals (3 scans; 2 scans, fewer
     slots), station table (6 stations; 5, in reverse order: the phase
@@ -320,16 +326,19 @@ def test_survey_over_gains_refuses_what_padding_would_change():
         em.solve(priors, (image, gains[1]), max_steps=2)
 
 
-def test_survey_result_is_indexed_by_one_configuration():
+SURVEY_RESULT_SLICE = unchecked_error(
+    "r[0:1]",
+    "TypeError",
+    "z = np.zeros(2, int)\n"
+    "sol = em.Solution(model=np.zeros((2, 3)), value=np.zeros(2), report={}, "
+    "steps=z, result=z, stats={})\n"
+    "r = em.SurveyResult(solutions=sol, data_names=(), chunk_size=1, "
+    "computed_chunks=(0,), loaded_chunks=())",
+)
+
+
+def test_survey_result_is_indexed_by_one_configuration(unchecked):
     """Without the suite's type checker (as users run it): a slice is refused
     with eqmodels' own message, pointing to the batch."""
-    msg = own_error(
-        "r[0:1]",
-        "TypeError",
-        "z = np.zeros(2, int)\n"
-        "sol = em.Solution(model=np.zeros((2, 3)), value=np.zeros(2), report={}, "
-        "steps=z, result=z, stats={})\n"
-        "r = em.SurveyResult(solutions=sol, data_names=(), chunk_size=1, "
-        "computed_chunks=(0,), loaded_chunks=())",
-    )
+    msg = unchecked[SURVEY_RESULT_SLICE]
     assert msg is not None and "the whole batch is `result.solutions`" in msg

@@ -10,8 +10,9 @@ import pytest
 
 import eqmodels as em
 from tests.helpers import assert_allclose
+from tests.problems import FORWARD_RTOL
+from tests.problems.terms import GRID, legs, positive_image, PRIOR, products
 from tests.reference import regularizers as rr, terms as rt
-from tests.test_terms import FORWARD_RTOL, GRID, legs, positive_image, PRIOR, products
 
 
 def data_terms(forward="direct"):

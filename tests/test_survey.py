@@ -20,7 +20,13 @@ import pytest
 
 import eqmodels as em
 from tests.helpers import assert_allclose
-from tests.survey_problem import configurations, GRID, MAX_STEPS, SOLVER
+from tests.problems.survey import (
+    configurations,
+    GRID,
+    least_squares_problem,
+    MAX_STEPS,
+    SOLVER,
+)
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -348,6 +354,7 @@ def _child(*args):
     )
 
 
+@pytest.mark.slow
 def test_survey_killed_with_sigkill_resumes_and_cache_serves_second_process(
     problem, tmp_path
 ):
@@ -429,7 +436,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 import numpy as np
 import eqmodels as em
-from tests.test_survey import least_squares_problem
+from tests.problems.survey import least_squares_problem
 objectives, model = least_squares_problem()
 res = em.survey(objectives, model, em.{solver}(chunk_size=64), max_steps=2,
                 devices=jax.devices()[:2], chunk_size=2)
@@ -437,24 +444,7 @@ print(json.dumps(np.asarray(res.solutions.value).tolist()))
 """
 
 
-def least_squares_problem():
-    """Four data sets on a 16² grid: 256 parameters (the deadlock below needs
-    Cholesky factorisations large enough for jaxlib to split its batch)."""
-    grid = em.ImageGrid.from_fov(16, 128.0)
-    rng = np.random.default_rng(3)
-    u, v = rng.uniform(-0.35, 0.35, (2, 200)) / grid.psize
-    fwd = em.DirectFT(grid, u, v)
-    truth = fwd(jnp.asarray(rng.uniform(0.2, 1.0, grid.shape)))
-    sigma = np.full(200, 0.05)
-    objectives = [
-        em.VisChi2(fwd, truth + sigma * rng.standard_normal(200), sigma)
-        for _ in range(4)
-    ]
-    return objectives, em.PixelImage(
-        grid, np.full(grid.shape, 0.5), transform="identity"
-    )
-
-
+@pytest.mark.slow
 @pytest.mark.parametrize("solver", ["GaussNewton", "LevenbergMarquardt"])
 def test_least_squares_survey_on_several_cpu_devices_finishes(solver):
     """Two configurations per device on two CPU devices: jaxlib's batched
@@ -534,10 +524,11 @@ def test_enable_compilation_cache_rejects_an_unwritable_folder():
         em.enable_compilation_cache("/proc/sys")
 
 
+@pytest.mark.slow
 def test_survey_over_data_sets_of_different_lengths():
     """Two days (04-10 lo, and 04-10 without SM: fewer rows and points) padded to one
     shape with `pad_to_match`: one survey equals a single solve per day."""
-    from tests.test_terms_rows import _day, _round1, DAY_100
+    from tests.problems.m87 import DAY_100, load_day as _day, round1 as _round1
 
     day = _day(DAY_100)
     days = [day, day.flag_stations(["SM"])]
@@ -554,13 +545,14 @@ def test_survey_over_data_sets_of_different_lengths():
         assert_allclose(res.solutions.model.params[k], single.model.params, rtol=1e-8)
 
 
+@pytest.mark.slow
 def test_survey_over_padded_terms_composed_afterwards():
     """From a review: terms padded to one length with `pad_to_match`, then
     weighted and composed (`0.5 * term + Flux`), were refused as of different
     structure: the padded term's rows (copies of row 0) repeat, so it alone got a
     shared transform of its distinct points and the longer day none. A term of
     one point a row now never shares alone; the survey equals single solves."""
-    from tests.test_terms_rows import _day, DAY_100
+    from tests.problems.m87 import DAY_100, load_day as _day
 
     day = _day(DAY_100)
     grid = em.ImageGrid.from_fov(16, 128.0)
@@ -641,6 +633,7 @@ class _Pair(eqx.Module):
         return self.term(models[0]) + self.term(models[1])
 
 
+@pytest.mark.slow
 def test_survey_over_fixed_gains_of_two_data_sets_equals_single_solves():
     """Gains of two data sets (their own solution intervals, a static table)
     inside the objectives' `GainCorrected` terms were refused (from a review:
