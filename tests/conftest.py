@@ -100,14 +100,22 @@ class _Unchecked:
         return result["value"]
 
 
-@pytest.fixture(scope="session", autouse=True)
-def unchecked(request, tmp_path_factory):
+@pytest.fixture(scope="session")
+def unchecked(_unchecked_process):
     """The results of the cases declared with `tests.unchecked` by the selected
     test modules (see there): `unchecked[case]`."""
+    return _unchecked_process
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _unchecked_process(request, tmp_path_factory):
+    """Starts the interpreter that runs the cases of the modules whose selected
+    tests read them (none: nothing starts)."""
     modules = {
         item.module.__name__
         for item in request.session.items
-        if getattr(item, "module", None) is not None
+        if "unchecked" in getattr(item, "fixturenames", ())
+        and getattr(item, "module", None) is not None
     }
     cases = [c for c in _unchecked.CASES.values() if c.module in modules]
     keys = {c.key for c in cases}

@@ -346,6 +346,7 @@ def test_recipe_bands_in_any_order(shared_data):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
 
 
+@pytest.mark.slow
 def test_cli_plot_failure_is_one_error_line(tmp_path, capsys, monkeypatch):
     """A plot that fails after the imaging (a matplotlib backend error, say) is one
     error line naming --png and the image that was written, not a traceback."""

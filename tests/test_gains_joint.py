@@ -271,6 +271,7 @@ class _WhereData(em.AbstractGainPrior):
         return jnp.where(gains.present, gains.log_amp, 0.0).reshape(-1)
 
 
+@pytest.mark.slow
 def test_survey_over_gains_refuses_what_padding_would_change():
     """From a review: a user's gain prior that reads the tables (or steps into
     padded intervals) came out of the survey with another value than its own

@@ -141,6 +141,7 @@ def test_least_squares_solvers_on_a_mesh_with_explicit_axes(solver):
     assert_allclose(got.value, want.value, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_survey_refuses_terms_split_over_explicit_axes():
     """`survey` splits configurations over its own mesh, which JAX does not
     combine with an Explicit one (it failed in `shard_map` with a spec mismatch,
@@ -477,6 +478,7 @@ def test_from_data_refuses_data_whose_rows_it_cannot_take():
         em.ShardedChi2.from_data(em.AmpChi2, empty, GRID, mesh=mesh_of(1))
 
 
+@pytest.mark.slow
 def test_survey_runs_on_the_devices_of_the_sharded_terms():
     """A term on 2 of the 8 devices: `survey(devices=None)` splits configurations
     over those 2 (it failed in JAX with "incompatible devices"), other devices are
@@ -573,6 +575,7 @@ class _CountedAmp(em.AmpChi2):
         return super().chi2_from_vis(vis)
 
 
+@pytest.mark.slow
 def test_eager_calls_compile_once():
     """Called outside `jit` (a term checked in a notebook, an eager `jax.grad`),
     `shard_map` ran its body one operation at a time on every call: 2-5 s a call

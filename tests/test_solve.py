@@ -362,6 +362,7 @@ def test_solve_under_vmap_equals_single_solves(solver):
         assert_allclose(batched.report["vis"][i], single.report["vis"], rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_residual_jacobian_chunks_agree():
     term = _term()
     model = em.PixelImage.from_image(np.full(GRID.shape, 0.5), GRID)  # log pixels
@@ -384,6 +385,7 @@ def test_residual_jacobian_chunks_agree():
     assert_allclose(j3, jac, rtol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "solver", [em.GaussNewton(), em.LevenbergMarquardt()], ids=["gn", "lm"]
 )

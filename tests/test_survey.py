@@ -80,6 +80,7 @@ def test_survey_on_one_device_and_uneven_split(problem):
         )
 
 
+@pytest.mark.slow
 def test_survey_of_configurations_that_are_all_the_same(problem):
     """Nothing to stack (one configuration, or several identical ones): the batch
     size is given to `vmap` explicitly, and every member equals the single solve."""
@@ -165,6 +166,7 @@ class _Field(em.AbstractImageModel):
         return jax.vmap(self.mlp)(pts).reshape(self.grid.shape)
 
 
+@pytest.mark.slow
 def test_survey_of_a_model_with_non_array_leaves(problem, tmp_path):
     objectives, _, _ = problem
     mlp = eqx.nn.MLP(
@@ -190,6 +192,7 @@ def test_survey_of_a_model_with_non_array_leaves(problem, tmp_path):
         )
 
 
+@pytest.mark.slow
 def test_checkpoint_fingerprint_sees_solver_settings_and_params(problem, tmp_path):
     """A folder written with other solver settings (array fields, an optax
     closure's constants) or another choice of parameters is refused, not read."""
@@ -242,6 +245,7 @@ class _Holder:
         return self.term(model)
 
 
+@pytest.mark.slow
 def test_checkpoint_fingerprint_sees_globals_and_plain_objects(
     problem, tmp_path, monkeypatch
 ):
@@ -288,6 +292,7 @@ def test_checkpoint_fingerprint_sees_a_user_class_code(problem, tmp_path, monkey
         _survey(objs, model, checkpoint=tmp_path / "f", **kw)
 
 
+@pytest.mark.slow
 def test_checkpoint_folder_records(problem, tmp_path):
     """A first call that fails before finishing a chunk does not claim the folder;
     a refusal says what differs; a pytree `params` spec works with a checkpoint."""
@@ -477,6 +482,7 @@ def test_least_squares_survey_on_several_cpu_devices_finishes(solver):
         assert_allclose(v, single.value, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_survey_auto_chunk_follows_the_memory_budget(problem, capsys):
     objectives, model, singles = problem
     # 4 configurations on 2 devices: at most 2 per device; the chunk programs are
@@ -608,6 +614,7 @@ def test_survey_refuses_configurations_of_different_dtypes(problem):
         _survey([objectives[0], cast(objectives[1])], model)
 
 
+@pytest.mark.slow
 def test_top_set_ranks_by_data_terms_and_a_tuple_is_one_model(problem):
     """From a review: a threshold on a regularizer's report key averaged its
     penalty into the top set's order; a tuple model was split into one model per

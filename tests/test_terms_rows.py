@@ -275,6 +275,7 @@ def maybe_shared(request):
         return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forward", ["separable", "nufft"])
 def test_vmap_over_data_sets_of_different_lengths(maybe_shared, forward):
     """Two real data sets padded to one length: one compiled program for the vmapped
