@@ -100,6 +100,12 @@ class _Unchecked:
         return result["value"]
 
 
+def pytest_collection_modifyitems(items):
+    """The tests that read unchecked results last (the order is otherwise kept):
+    by then their interpreter, started with the session, is done."""
+    items.sort(key=lambda item: "unchecked" in getattr(item, "fixturenames", ()))
+
+
 @pytest.fixture(scope="session")
 def unchecked(_unchecked_process):
     """The results of the cases declared with `tests.unchecked` by the selected

@@ -255,9 +255,8 @@ def test_a_name_given_to_a_nested_objective_prefixes_its_terms():
     assert set(obj.report(positive_image())) == set(obj.names)
 
 
-@pytest.mark.parametrize(
-    "forward", [pytest.param("direct", marks=pytest.mark.slow), "nufft"]
-)
+@pytest.mark.slow
+@pytest.mark.parametrize("forward", ["direct", "nufft"])
 def test_sum_built_objective_shares_like_one_shot(forward):
     """`a + b + ...` reuses the shared transforms across the sum (no rebuild when a
     side adds no data term) and ends with the same groups as one `Objective(...)`,
