@@ -1,7 +1,12 @@
 """Test configuration: float64, strict promotion, eight virtual CPU devices."""
 
+import dataclasses
+import json
 import os
 import pathlib
+import subprocess
+import sys
+import time
 
 
 # Must happen before jax initialises its backends.
@@ -10,6 +15,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import jax  # noqa: E402
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
+
+from tests import unchecked as _unchecked  # noqa: E402
 
 
 jax.config.update("jax_enable_x64", True)
@@ -39,3 +46,113 @@ def shared_data():
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is not present")
     return SHARED_DATA
+
+
+# ---------------------------------------------------------------------------
+# Cases run without the type checker and without x64 (tests/unchecked.py): one
+# interpreter per session, started before the first test (so that it runs beside
+# the other tests), shared by the xdist workers through their common folder.
+class _Unchecked:
+    def __init__(self, folder: pathlib.Path, keys: set[str], proc=None):
+        self.folder, self.keys, self.proc = folder, keys, proc
+        self._results = None
+
+    def _running(self) -> bool:
+        if self.proc is not None:
+            return self.proc.poll() is None
+        try:
+            os.kill(int((self.folder / "pid").read_text()), 0)
+        except (FileNotFoundError, ValueError):
+            return True  # not started yet by the other worker
+        except ProcessLookupError:
+            return False
+        return True
+
+    def _wait(self) -> dict:
+        results = self.folder / "results.json"
+        deadline = time.monotonic() + 900
+        while not results.exists():
+            if not self._running():
+                time.sleep(0.5)  # the results file is written before it exits
+                if not results.exists():
+                    raise AssertionError(
+                        "the interpreter running the unchecked cases exited without "
+                        "results: " + (self.folder / "stderr.txt").read_text()[-3000:]
+                    )
+            if time.monotonic() > deadline:
+                raise AssertionError("the unchecked cases took more than 900 s")
+            time.sleep(0.1)
+        return json.loads(results.read_text())
+
+    def __getitem__(self, case):
+        if case.key not in self.keys:
+            raise AssertionError(
+                f"{case!s}: not among the cases run (declare it at the module level "
+                "of the test module, with `tests.unchecked`)"
+            )
+        if self._results is None:
+            self._results = self._wait()
+        if "__crash__" in self._results:
+            raise AssertionError(self._results["__crash__"])
+        result = self._results[case.key]
+        if "error" in result:
+            raise AssertionError(f"{case!s} failed:\n{result['error']}")
+        return result["value"]
+
+
+def pytest_collection_modifyitems(items):
+    """The tests that read unchecked results last (the order is otherwise kept):
+    by then their interpreter, started with the session, is done."""
+    items.sort(key=lambda item: "unchecked" in getattr(item, "fixturenames", ()))
+
+
+@pytest.fixture(scope="session")
+def unchecked(_unchecked_process):
+    """The results of the cases declared with `tests.unchecked` by the selected
+    test modules (see there): `unchecked[case]`."""
+    return _unchecked_process
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _unchecked_process(request, tmp_path_factory):
+    """Starts the interpreter that runs the cases of the modules whose selected
+    tests read them (none: nothing starts)."""
+    modules = {
+        item.module.__name__
+        for item in request.session.items
+        if "unchecked" in getattr(item, "fixturenames", ())
+        and getattr(item, "module", None) is not None
+    }
+    cases = [c for c in _unchecked.CASES.values() if c.module in modules]
+    keys = {c.key for c in cases}
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the run's folder, common to the workers
+    folder = base / "unchecked"
+    try:
+        if not cases:
+            raise FileExistsError
+        folder.mkdir()
+    except FileExistsError:  # none to run, or another worker runs them
+        yield _Unchecked(folder, keys)
+        return
+    (folder / "cases.json").write_text(
+        json.dumps([{"key": c.key, **dataclasses.asdict(c)} for c in cases])
+    )
+    with open(folder / "stderr.txt", "w") as stderr:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.unchecked"]
+            + [str(folder / "cases.json"), str(folder / "results.json")],
+            cwd=pathlib.Path(__file__).resolve().parents[1],
+            env=_unchecked.environment(),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    (folder / "pid").write_text(str(proc.pid))
+    yield _Unchecked(folder, keys, proc)
+    # The other workers may still read the results: let it finish.
+    try:
+        proc.wait(timeout=900)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -1,4 +1,4 @@
-"""Shared comparison helpers."""
+"""Shared comparison helpers (the tolerances are `eqmodels.testing`'s)."""
 
 import contextlib
 import io
@@ -15,24 +15,16 @@ import numpy as np
 import eqmodels.testing as emt
 
 
-def rtol_for(dtype) -> float:
-    """Default relative tolerance for parity checks: 1e-12 in float64."""
-    return 1e-12 if np.dtype(dtype) in (np.float64, np.complex128) else 2e-5
-
-
-def assert_allclose(actual, desired, *, rtol=None, atol=0.0, scale=None, err=""):
-    """Relative comparison against the scale of `desired` (max-abs by default), so
-    entries near zero of a vector do not dominate; `rtol` defaults by dtype."""
-    actual = np.asarray(actual)
-    desired = np.asarray(desired)
-    assert actual.shape == desired.shape, (actual.shape, desired.shape, err)
-    assert np.all(np.isfinite(actual)), f"non-finite values {err}"
-    rtol = rtol_for(actual.dtype) if rtol is None else rtol
-    scale = np.max(np.abs(desired)) if scale is None else scale
-    diff = np.max(np.abs(actual - desired)) if actual.size else 0.0
-    assert diff <= rtol * scale + atol, (
-        f"max |diff| = {diff:.3e} > rtol*scale + atol = {rtol * scale + atol:.3e} "
-        f"(relative {diff / max(scale, 1e-300):.3e}) {err}"
+def assert_allclose(actual, desired, *, rtol=None, atol=0.0, err=""):
+    """[`eqmodels.testing.assert_close`][]: relative to the scale of `desired`
+    (its largest magnitude), `rtol` by dtype ([`eqmodels.testing.default_rtol`][]);
+    `err` names what is compared."""
+    emt.assert_close(
+        np.asarray(actual),
+        np.asarray(desired),
+        rtol=None if rtol is None else float(rtol),
+        atol=float(atol),
+        name=str(err) or "value",
     )
 
 
@@ -90,8 +82,10 @@ def ehtim_row_index(obs, data) -> np.ndarray:
 
 
 def run_without_x64(code: str, *args: str) -> dict:
-    """Run `code` in a fresh interpreter with JAX's default configuration (no
-    x64, float32 arrays, no runtime type checker) and return the JSON it prints."""
+    """Run `code` in a fresh interpreter of its own with JAX's default configuration
+    (no x64, float32 arrays, no runtime type checker) and return the JSON it prints
+    last: for checks of the process itself (which modules it imported). Everything
+    else goes through one shared interpreter (tests/unchecked.py)."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     env.pop("JAX_ENABLE_X64", None)
     out = subprocess.run(
@@ -104,17 +98,3 @@ def run_without_x64(code: str, *args: str) -> dict:
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def own_error(statement: str, exc: str, setup: str = "") -> str | None:
-    """The message of `exc` that `statement` raises without the suite's runtime
-    type checker (as users run eqmodels, which then checks for itself), or `None`
-    if it raises nothing. `setup` runs first (imports: numpy as np, eqmodels as em)."""
-    code = (
-        "import json, numpy as np, eqmodels as em\n"
-        f"{setup}\n"
-        f"try:\n    {statement}\n"
-        f"except {exc} as e:\n    print(json.dumps(str(e)))\n"
-        "else:\n    print(json.dumps(None))\n"
-    )
-    return run_without_x64(code)

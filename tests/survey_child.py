@@ -33,7 +33,7 @@ def main():
             hits.append(name) if name == "/jax/compilation_cache/cache_hits" else None
         )
     )
-    from tests.survey_problem import configurations, MAX_STEPS, SOLVER
+    from tests.problems.survey import configurations, MAX_STEPS, SOLVER
 
     objectives, model = configurations()
 

@@ -10,6 +10,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 import eqmodels as em
 
 
@@ -51,6 +53,7 @@ def test_every_public_name_is_in_the_api_reference():
     assert not missing, f"add `::: eqmodels.NAME` entries to docs/ for {missing}"
 
 
+@pytest.mark.slow
 def test_import_starts_no_backend():
     """`import eqmodels` leaves JAX's configuration open: a user can still ask for
     one CPU device per core (or another platform) afterwards."""

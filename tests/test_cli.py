@@ -13,7 +13,7 @@ import pytest
 
 import eqmodels as em
 
-from .helpers import own_error
+from .unchecked import unchecked_error
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -22,6 +22,7 @@ DAY_101 = "eht/m87_2017/SR1_M87_2017_101_{}_hops_netcal_StokesI.uvfits"
 REFERENCE = "reference/m87_2017_101_ehtim_pipeline.fits"
 
 
+@pytest.mark.slow
 def test_cli_fast(tmp_path):
     """`python -m eqmodels image --png m87.png --fast`, with no uvfits file, images
     the file shipped with the package into `m87.fits` in the working folder: a
@@ -102,6 +103,7 @@ def test_installed_distribution_ships_the_example():
     assert "eqmodels/data/PROVENANCE.md" in names
 
 
+@pytest.mark.slow
 def test_closure_score_reproduces_pipeline(shared_data):
     """The EHT pipeline's image scores cphase 0.72, logcamp 0.70 on 2017-04-11
     (../shared/data/README.md)."""
@@ -148,6 +150,7 @@ def test_recipe_data_steps():
     assert sys["LM"] == pytest.approx((1.22**0.5 - 1) / 4 + 0.15)
 
 
+@pytest.mark.slow
 def test_two_bands_self_calibrate_per_band(shared_data):
     """With both bands joined, each band's times are shifted so that per-timestamp
     self-calibration solves each band on its own: the LMT's amplitude gain against
@@ -279,6 +282,7 @@ def test_cli_cache_folder_unusable(tmp_path, monkeypatch):
         cli._enable_cache(em, str(blocker / "sub"), lines.append)
 
 
+@pytest.mark.slow
 def test_recipe_takes_the_2018_station_codes():
     """The 2018 files name four 2017 sites otherwise (APEX AX, JCMT MM, SMA SW, SMT
     MG): under those codes the recipe applies the same settings (zero-baseline
@@ -304,6 +308,7 @@ def test_recipe_takes_the_2018_station_codes():
         em.image_m87(unknown, fast=True, iterations=1, restarts=0)
 
 
+@pytest.mark.slow
 def test_recipe_warns_about_other_sources_and_days():
     data = em.load_uvfits(DAY_100)
     kw = dict(fast=True, iterations=1, restarts=0)
@@ -324,6 +329,7 @@ def test_recipe_warns_about_other_sources_and_days():
         em.image_m87(data.flag_stations(["AP", "JC"]), **kw)
 
 
+@pytest.mark.slow
 def test_recipe_bands_in_any_order(shared_data):
     """The lowest band is band 0 whatever the order of the files (the pipeline
     shifts the other bands' times): hi then lo gave another image, and the FITS
@@ -340,6 +346,7 @@ def test_recipe_bands_in_any_order(shared_data):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
 
 
+@pytest.mark.slow
 def test_cli_plot_failure_is_one_error_line(tmp_path, capsys, monkeypatch):
     """A plot that fails after the imaging (a matplotlib backend error, say) is one
     error line naming --png and the image that was written, not a traceback."""
@@ -358,26 +365,32 @@ def test_cli_plot_failure_is_one_error_line(tmp_path, capsys, monkeypatch):
     assert "Traceback" not in err and out.is_file()
 
 
+_BAD_ARGUMENTS = [
+    ("npix=32.7", "ValueError", "`npix` must be an int >= 1, got 32.7"),
+    ("npix=True", "ValueError", "`npix` must be an int >= 1, got True"),
+    ("npix=None", "ValueError", "`npix` must be an int >= 1, got None"),
+    ("fov=None", "TypeError", "`fov` must be a number of µas, got None"),
+    ("fov='128'", "TypeError", "`fov` must be a number of µas"),
+    # From a review: reported as `flux` / `ftol` errors, `stop`'s only after
+    # the data preparation and a self-calibration.
+    ("zbl=-0.6", "ValueError", "`zbl` must be a finite number"),
+    ("zbl='0.6'", "ValueError", "`zbl` must be a finite number"),
+    ("stop=-1.0", "ValueError", "`stop` must be a finite number"),
+    ("stop=float('nan')", "ValueError", "`stop` must be a finite number"),
+]
+BAD_ARGUMENTS = [
+    (unchecked_error(f"em.image_m87({str(DAY_100)!r}, {call})", exc), message)
+    for call, exc, message in _BAD_ARGUMENTS
+]
+
+
 @pytest.mark.parametrize(
-    "call, exc, message",
-    [
-        ("npix=32.7", "ValueError", "`npix` must be an int >= 1, got 32.7"),
-        ("npix=True", "ValueError", "`npix` must be an int >= 1, got True"),
-        ("npix=None", "ValueError", "`npix` must be an int >= 1, got None"),
-        ("fov=None", "TypeError", "`fov` must be a number of µas, got None"),
-        ("fov='128'", "TypeError", "`fov` must be a number of µas"),
-        # From a review: reported as `flux` / `ftol` errors, `stop`'s only after
-        # the data preparation and a self-calibration.
-        ("zbl=-0.6", "ValueError", "`zbl` must be a finite number"),
-        ("zbl='0.6'", "ValueError", "`zbl` must be a finite number"),
-        ("stop=-1.0", "ValueError", "`stop` must be a finite number"),
-        ("stop=float('nan')", "ValueError", "`stop` must be a finite number"),
-    ],
+    "case, message", BAD_ARGUMENTS, ids=[c for c, *_ in _BAD_ARGUMENTS]
 )
-def test_image_m87_refuses_bad_arguments(call, exc, message):
+def test_image_m87_refuses_bad_arguments(unchecked, case, message):
     """From a review: `npix=32.7` imaged 32², `npix=True` 1×1, and a `fov` that is
     not a number raised a bare comparison error."""
-    msg = own_error(f"em.image_m87({str(DAY_100)!r}, {call})", exc)
+    msg = unchecked[case]
     assert msg is not None and message in msg, msg
 
 
@@ -402,8 +415,14 @@ def test_closure_score_takes_models_and_refuses_unscorable_images():
         em.closure_score(model, [DAY_100], grid=em.ImageGrid.from_fov(16, 128.0))
 
 
-def test_image_m87_names_what_it_takes_for_data():
+DATA_AS_INT = unchecked_error(
+    "em.image_m87(123)",
+    "TypeError",
+    "import jax; jax.config.update('jax_enable_x64', True)",
+)
+
+
+def test_image_m87_names_what_it_takes_for_data(unchecked):
     """From a review: `image_m87(123)` raised "'int' object is not iterable"."""
-    setup = "import jax; jax.config.update('jax_enable_x64', True)"
-    msg = own_error("em.image_m87(123)", "TypeError", setup)
+    msg = unchecked[DATA_AS_INT]
     assert msg == "expected a uvfits path or a VisData, got int.", msg

@@ -10,6 +10,10 @@ import eqmodels as eqm
 
 from .conftest import TEST_DATA
 from .helpers import assert_allclose, quiet
+from .unchecked import unchecked_error
+
+
+pytestmark = pytest.mark.slow  # the eht-imaging oracle
 
 
 LOCAL = TEST_DATA / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
@@ -314,13 +318,28 @@ def test_eht_imaging_reads_what_save_uvfits_writes(ours, theirs, tmp_path):
         np.testing.assert_array_equal(obs.data[k], ref.data[k])
 
 
-def test_an_ehtim_image_is_named_and_its_pixels_are_ours(theirs):
+_EHTIM_SETUP = (
+    "import warnings; warnings.simplefilter('ignore')\n"
+    "import contextlib, io\n"
+    "with contextlib.redirect_stdout(io.StringIO()):\n"
+    "    import ehtim as eh\n"
+    "    im = eh.image.Image(np.ones((8, 8)), 1e-11, 187.7, 12.4)\n"
+    "t = em.TV(em.ImageGrid(8, 8, 1e-11))"
+)
+_OBS_SETUP = _EHTIM_SETUP + f"\nobs = eh.obsdata.load_uvfits({str(LOCAL)!r})"
+EHTIM_IMAGE = unchecked_error("t(im)", "TypeError", _EHTIM_SETUP)
+EHTIM_OBSDATA = [
+    unchecked_error(call, "TypeError", _OBS_SETUP)
+    for call in ("em.closure_phases(obs)", "em.self_calibrate(obs, np.ones((8, 8)))")
+]
+NOT_AN_IMAGE = unchecked_error("t(object())", "TypeError", _EHTIM_SETUP)
+
+
+def test_an_ehtim_image_is_named_and_its_pixels_are_ours(theirs, unchecked):
     """From a user walkthrough: an eht-imaging `Image` given to a term failed in
     JAX ("dtype object is not a valid JAX array type"). The message names the
     conversion, and the conversion it names is right: an asymmetric, off-centre
     Gaussian's visibilities through it equal eht-imaging's own `sample_uv`."""
-    from .helpers import own_error
-
     obs = theirs[1]  # scan-averaged
     with quiet():
         im = eh.image.make_square(obs, 24, eqm.uas_to_rad(120.0))
@@ -336,25 +355,16 @@ def test_an_ehtim_image_is_named_and_its_pixels_are_ours(theirs):
     forward = eqm.DirectFT(grid, uv[:, 0], uv[:, 1])
     got = np.asarray(forward(jnp.asarray(pixels)))
     assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.abs(want).max())
-    setup = (
-        "import warnings; warnings.simplefilter('ignore')\n"
-        "import contextlib, io\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    import ehtim as eh\n"
-        "    im = eh.image.Image(np.ones((8, 8)), 1e-11, 187.7, 12.4)\n"
-        "t = em.TV(em.ImageGrid(8, 8, 1e-11))"
-    )
-    msg = own_error("t(im)", "TypeError", setup)
+    msg = unchecked[EHTIM_IMAGE]
     assert "eht-imaging Image" in msg and "image.imvec.reshape(" in msg
     # An eht-imaging Obsdata where a VisData is taken: the message names the route.
-    obs_setup = setup + f"\nobs = eh.obsdata.load_uvfits({str(LOCAL)!r})"
-    for call in ("em.closure_phases(obs)", "em.self_calibrate(obs, np.ones((8, 8)))"):
-        msg = own_error(call, "TypeError", obs_setup)
+    for case in EHTIM_OBSDATA:
+        msg = unchecked[case]
         assert msg == (
             "`data` must be a VisData, got Obsdata: save it with "
             "`obs.save_uvfits(path)` and read that with `em.load_uvfits(path)`."
-        ), call
-    msg = own_error("t(object())", "TypeError", setup)
+        ), case
+    msg = unchecked[NOT_AN_IMAGE]
     assert msg == (
         "`image` must be an image array (ny, nx) in Jy/pixel or an eqmodels image "
         "model, got object."

@@ -12,8 +12,9 @@ import eqmodels as eqm
 from eqmodels._data import _earth
 
 from .conftest import TEST_DATA
-from .helpers import assert_allclose, run_without_x64
+from .helpers import assert_allclose
 from .reference import data_earth as ref
+from .unchecked import unchecked_script
 
 
 LOCAL = TEST_DATA / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
@@ -334,7 +335,8 @@ def test_observe_errors():
         )
 
 
-_WRONG_TYPES = """
+_WRONG_TYPES = unchecked_script(
+    """
 import json, numpy as np, eqmodels as eqm
 grid = eqm.ImageGrid.from_fov(8, 128.0)
 img = np.ones(grid.shape) / 64
@@ -373,12 +375,13 @@ except ValueError as e:
     out["times"] = str(e)
 print(json.dumps(out))
 """
+)
 
 
-def test_observe_names_arguments_of_the_wrong_type():
+def test_observe_names_arguments_of_the_wrong_type(unchecked):
     """Without the test suite's type checker (as users run it), eqmodels' own
     checks name the argument (`ra="x"` was `must be real number, not str`)."""
-    got = run_without_x64(_WRONG_TYPES)
+    got = unchecked[_WRONG_TYPES]
     for key, name in (("ra'x'", "ra"), ("dec'x'", "dec"), ("seed'a'", "seed"),
                       ("seed1.5", "seed")):  # fmt: skip
         assert got[key].startswith(f"TypeError: `{name}` must be"), got[key]

@@ -9,7 +9,8 @@ import pytest
 import eqmodels as eqm
 
 from .conftest import TEST_DATA
-from .helpers import assert_allclose, own_error
+from .helpers import assert_allclose
+from .unchecked import unchecked_error
 
 
 fits = pytest.importorskip("astropy.io.fits")
@@ -446,13 +447,19 @@ def test_gzip_compressed_files_load(tmp_path, local):
         eqm.load_uvfits(p)
 
 
-def test_path_and_check_are_checked():
+CHECK_AS_STRING = unchecked_error(
+    "em.load_uvfits(em.example_uvfits(), check='False')", "TypeError"
+)
+PATH_NONE = unchecked_error("em.load_uvfits(None)", "TypeError")
+
+
+def test_path_and_check_are_checked(unchecked):
     """From a review: `check="False"` (a true string) ran the checks, and `None`
     for the path raised a message naming no argument. Without the suite's type
     checker, as users run it."""
-    msg = own_error("em.load_uvfits(em.example_uvfits(), check='False')", "TypeError")
+    msg = unchecked[CHECK_AS_STRING]
     assert msg is not None and "`check` must be True or False" in msg
-    msg = own_error("em.load_uvfits(None)", "TypeError")
+    msg = unchecked[PATH_NONE]
     assert msg is not None and "`path` must be a file path" in msg
 
 
@@ -525,7 +532,15 @@ def test_save_uvfits_many_stations_and_no_bandwidth(tmp_path):
     assert back.station_names == data.station_names and back.bandwidth == 0
 
 
-def test_save_uvfits_refuses(tmp_path, local):
+SAVE_NOT_VISDATA = unchecked_error(
+    "em.save_uvfits(np.ones(3), 'x.uvfits')", "TypeError"
+)
+SAVE_PATH_NONE = unchecked_error(
+    "em.save_uvfits(em.load_uvfits(em.example_uvfits()), None)", "TypeError"
+)
+
+
+def test_save_uvfits_refuses(tmp_path, local, unchecked):
     """Several bands (their u, v are in wavelengths at each band's frequency), an
     existing file without `overwrite`, and arguments of the wrong kind."""
     path = tmp_path / "a.uvfits"
@@ -540,11 +555,9 @@ def test_save_uvfits_refuses(tmp_path, local):
     two = eqm.concatenate([local, eqm.load_uvfits(tmp_path / "hi.uvfits")])
     with pytest.raises(ValueError, match="hold 2 bands.*save each band"):
         eqm.save_uvfits(two, tmp_path / "b.uvfits")
-    msg = own_error("em.save_uvfits(np.ones(3), 'x.uvfits')", "TypeError")
+    msg = unchecked[SAVE_NOT_VISDATA]
     assert msg is not None and "`data` must be a VisData" in msg
-    msg = own_error(
-        "em.save_uvfits(em.load_uvfits(em.example_uvfits()), None)", "TypeError"
-    )
+    msg = unchecked[SAVE_PATH_NONE]
     assert msg is not None and "`path` must be a file path" in msg
 
 
@@ -927,6 +940,7 @@ def test_load_fits_converts_jy_per_beam(tmp_path):
     assert_allclose(img, data[::-1], rtol=0)  # no unit: Jy/pixel, as eht-imaging
 
 
+@pytest.mark.slow
 def test_load_fits_jy_per_beam_agrees_with_ehtim(tmp_path):
     eh = pytest.importorskip("ehtim")
     from tests.helpers import quiet
@@ -1018,7 +1032,16 @@ def test_load_fits_metadata_round_trips_through_save_fits(tmp_path):
         eqm.load_fits(_edited_fits(tmp_path, np.ones((4, 4)), FREQ=-1.0), metadata=True)
 
 
-def test_save_fits_takes_the_metadata_of_its_data(tmp_path):
+# (Raised before anything is written: the folder does not exist.)
+FITS_DATA_DICT = unchecked_error(
+    "em.save_fits(np.ones((8, 8)), em.ImageGrid(8, 8, 1e-11), "
+    "'/nonexistent-eqmodels-folder/d.fits', data={})",
+    "TypeError",
+)
+
+
+@pytest.mark.slow
+def test_save_fits_takes_the_metadata_of_its_data(tmp_path, unchecked):
     """`save_fits(..., data=vis)` writes the data's position, source, frequency
     and date (with the first timestamp's time of day); keywords override them.
     From a user walkthrough: written without them (RA = Dec = 0), eht-imaging
@@ -1049,11 +1072,7 @@ def test_save_fits_takes_the_metadata_of_its_data(tmp_path):
         "source": "unknown",
     }
     # (Our own message: the suite's type checker refuses a dict first.)
-    out = str(tmp_path / "d.fits")
-    msg = own_error(
-        f"em.save_fits(np.ones((8, 8)), em.ImageGrid(8, 8, 1e-11), {out!r}, data={{}})",
-        "TypeError",
-    )
+    msg = unchecked[FITS_DATA_DICT]
     assert msg == "`data` must be a VisData, got dict."
     eh = pytest.importorskip("ehtim")
     from tests.helpers import quiet
@@ -1078,6 +1097,7 @@ def test_save_fits_takes_zero_dimensional_arrays(tmp_path):
     assert meta["freq"] == 227.07e9 and meta["mjd"] == 57854.5
 
 
+@pytest.mark.slow
 def test_load_fits_metadata_of_the_pipeline_image_agrees_with_ehtim(
     shared_data, tmp_path
 ):

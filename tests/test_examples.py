@@ -10,8 +10,12 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import eqmodels as em
+
+
+pytestmark = pytest.mark.slow  # the examples, some as child processes
 
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 import eqmodels as em
-from tests.helpers import assert_allclose, own_error
+from tests.helpers import assert_allclose
+from tests.toys import ComplexResiduals, PowerChi2, VectorPenalty
+from tests.unchecked import unchecked_error
 
 
 GRID = em.ImageGrid(8, 8, em.uas_to_rad(5.0))
@@ -18,30 +20,6 @@ _rng = np.random.default_rng(0)
 U, V = _rng.uniform(-0.3 / GRID.psize, 0.3 / GRID.psize, (2, 10))
 IMG = jnp.asarray(_rng.uniform(0.1, 1, GRID.shape))
 ONES = np.ones(10)
-
-
-class PowerChi2(em.AbstractDataTerm):
-    """docs/extending.md's data term: χ² = (1/N) Σ w (|V̂|² − P)²."""
-
-    forward: em.AbstractForwardModel | None
-    power: jax.Array
-    weight: jax.Array
-    n_rows: jax.Array
-    report_name = "power"
-    row_fields = ("power", "weight")
-
-    def __init__(self, forward, power, sigma):
-        self.forward = forward
-        self.power = jnp.asarray(power)
-        self.weight = jnp.asarray(1.0 / np.asarray(sigma) ** 2)
-        self.n_rows = em.n_rows_leaf(np.shape(power)[0])
-
-    def residuals_from_vis(self, vis):
-        return jnp.sqrt(self.weight / self.n_rows) * (jnp.abs(vis) ** 2 - self.power)
-
-    def chi2_from_vis(self, vis):
-        r = self.residuals_from_vis(vis)
-        return jnp.sum(r * r)
 
 
 class GainDFT(em.AbstractForwardModel):
@@ -116,11 +94,6 @@ class ScaledVis(PowerChi2):
         return 1.2 * super().model_vis(image)
 
 
-class ComplexResiduals(PowerChi2):
-    def residuals_from_vis(self, vis):
-        return jnp.sqrt(self.weight / self.n_rows) * (vis - 1)
-
-
 def test_overridden_model_vis_or_residuals_is_not_bypassed_by_sharing():
     """A shared transform hands `chi2_from_vis` the plain visibilities: a class
     that overrides `model_vis` (or `residuals`) got its override skipped inside an
@@ -183,48 +156,61 @@ def test_a_regularizers_residuals_get_an_array_alone_and_in_an_objective():
     assert float(alone.value) < 1e-20  # one Gauss-Newton step solves it
 
 
-class VectorPenalty(em.AbstractRegularizer):
-    def penalty(self, image):
-        return jnp.sum(image**2, axis=0)
-
-
+# This module's problem, for the cases run without the type checker.
 _SETUP = (
-    'import jax; jax.config.update("jax_enable_x64", True)\n'
-    "from tests.test_extending_contracts import *"
+    'import jax, jax.numpy as jnp; jax.config.update("jax_enable_x64", True)\n'
+    "from tests.toys import ComplexResiduals, IntegerModel, VectorPenalty\n"
+    "GRID = em.ImageGrid(8, 8, em.uas_to_rad(5.0))\n"
+    "_rng = np.random.default_rng(0)\n"
+    "U, V = _rng.uniform(-0.3 / GRID.psize, 0.3 / GRID.psize, (2, 10))\n"
+    "IMG = jnp.asarray(_rng.uniform(0.1, 1, GRID.shape))\n"
+    "ONES = np.ones(10)"
 )
 
 
-def test_a_term_value_that_is_not_a_real_scalar_is_named():
+NOT_A_SCALAR = {
+    obj: unchecked_error(f"({obj})(IMG)", "TypeError", _SETUP)
+    for obj in (
+        "VectorPenalty()",  # alone it was returned as it was (from a review)
+        "2.0 * VectorPenalty()",
+        "em.TV(GRID) + VectorPenalty()",
+    )
+}
+
+
+def test_a_term_value_that_is_not_a_real_scalar_is_named(unchecked):
     """A vector penalty was summed silently in a one-term objective, broadcast
     against the weights, or failed in `jnp.stack`. (The suite's type checker
     refuses it first; users get eqmodels' own message.)"""
     with pytest.raises(TypeError, match="VectorPenalty"):
         (2.0 * VectorPenalty())(IMG)
-    for obj in (
-        "VectorPenalty()",  # alone it was returned as it was (from a review)
-        "2.0 * VectorPenalty()",
-        "em.TV(GRID) + VectorPenalty()",
-    ):
-        msg = own_error(f"({obj})(IMG)", "TypeError", _SETUP)
+    for obj, case in NOT_A_SCALAR.items():
+        msg = unchecked[case]
         assert msg is not None and "'VectorPenalty' (VectorPenalty)" in msg, msg
         assert "not a real scalar" in msg
 
 
-def test_complex_residuals_are_named():
+_COMPLEX_SETUP = (
+    _SETUP + "\nterm = ComplexResiduals(em.DirectFT(GRID, U, V), ONES, ONES)"
+    "\nmodel = em.PixelImage.from_image(IMG, GRID, transform='identity')"
+)
+COMPLEX_RESIDUALS = [
+    unchecked_error(statement, "TypeError", _COMPLEX_SETUP)
+    for statement in (
+        "(1.0 * term).residuals(IMG)",
+        "em.solve(term, model, 'levenberg-marquardt', max_steps=3)",
+    )
+]
+
+
+def test_complex_residuals_are_named(unchecked):
     """Complex residuals came out of `Objective.residuals` as complex128, and LM
     then blamed the image. (The suite's type checker refuses them first.)"""
     term = ComplexResiduals(em.DirectFT(GRID, U, V), ONES, ONES)
     with pytest.raises(TypeError, match="residuals"):
         term.residuals(IMG)
-    setup = (
-        _SETUP + "\nterm = ComplexResiduals(em.DirectFT(GRID, U, V), ONES, ONES)"
-        "\nmodel = em.PixelImage.from_image(IMG, GRID, transform='identity')"
-    )
-    for statement in (
-        "(1.0 * term).residuals(IMG)",
-        "em.solve(term, model, 'levenberg-marquardt', max_steps=3)",
-    ):
-        msg = own_error(statement, "TypeError", setup)
+    for case in COMPLEX_RESIDUALS:
+        msg = unchecked[case]
         assert msg is not None and "ComplexResiduals" in msg, msg
         assert "residuals of dtype complex" in msg
 
@@ -270,16 +256,15 @@ def test_reading_self_forward_inside_a_sharing_objective_is_named(method):
         getattr(obj, method)(IMG)
 
 
-class IntegerModel(em.AbstractImageModel):
-    grid: em.ImageGrid
+INTEGER_MODEL = [
+    unchecked_error(f"{term}(IntegerModel(GRID))", "TypeError", _SETUP)
+    for term in ("em.TV(GRID)", "em.AmpChi2(em.DirectFT(GRID, U, V), ONES, ONES)")
+]
 
-    def __call__(self):
-        return jnp.ones(self.grid.shape, jnp.int32)
 
-
-def test_an_image_model_returning_integers_is_named():
+def test_an_image_model_returning_integers_is_named(unchecked):
     """An integer array is refused by every term; an image model returning one was
     not (from a review)."""
-    for term in ("em.TV(GRID)", "em.AmpChi2(em.DirectFT(GRID, U, V), ONES, ONES)"):
-        msg = own_error(f"{term}(IntegerModel(GRID))", "TypeError", _SETUP)
+    for case in INTEGER_MODEL:
+        msg = unchecked[case]
         assert msg is not None and "IntegerModel() returned int32" in msg, msg

@@ -2,7 +2,6 @@
 gains, jit, vmap, finite differences, inside an objective with shared
 transforms), gain priors, solution intervals, carrying gains to other data."""
 
-import functools
 import itertools
 import math
 
@@ -13,58 +12,20 @@ import numpy as np
 import pytest
 
 import eqmodels as em
-from tests.helpers import assert_allclose, central_fd, own_error, run_without_x64
+from tests.helpers import assert_allclose, central_fd
+from tests.problems.gains import (
+    GRID,
+    NAMES,
+    pairs as _pairs,
+    random_gains,
+    synthetic,
+    TIMES,
+    truth_image,
+    vis_reference,
+)
 from tests.reference import gains as rg
 from tests.reference.numpy_ft import dft_matrix
-
-
-GRID = em.ImageGrid(10, 12, em.uas_to_rad(4.0))
-NAMES = ("AA", "AP", "AZ", "JC", "LM", "SM")
-TIMES = np.array([1.0, 1.005, 1.01, 2.0, 2.005, 3.5, 3.505, 3.51])  # 3 scans
-
-
-def truth_image():
-    rng = np.random.default_rng(7)
-    return 1.3 * rng.uniform(0.2, 1.0, GRID.shape) / (0.6 * GRID.npix)
-
-
-@functools.cache
-def synthetic(noise=0.01):
-    """All baselines of 6 stations at 8 timestamps (3 scans; station SM missing
-    from the second scan), visibilities of `truth_image` with noise."""
-    rng = np.random.default_rng(11)
-    rows = []
-    for t in TIMES:
-        present = [0, 1, 2, 3, 4] if 1.5 < t < 3 else list(range(6))
-        rows += [(t, a, b) for a, b in itertools.combinations(present, 2)]
-    t, a1, a2 = (np.array(x) for x in zip(*rows))
-    n = t.size
-    # Baselines between station positions (random, per timestamp), so that the
-    # legs of every closure triangle close as on a real array.
-    slot = np.searchsorted(TIMES, t)
-    xy = rng.uniform(-2e9, 2e9, (2, len(TIMES), len(NAMES)))
-    u, v = xy[:, slot, a1] - xy[:, slot, a2]
-    model = dft_matrix(*GRID.shape, GRID.psize, u, v) @ truth_image().ravel()
-    sigma = noise * np.abs(model).mean() * rng.uniform(0.5, 1.5, n)
-    vis = model + sigma * (rng.standard_normal(n) + 1j * rng.standard_normal(n))
-    return em.VisData(u, v, vis, sigma, t, a1, a2, station_names=NAMES, freq=230e9)
-
-
-def random_gains(data, interval="scan", seed=0, amp=0.1, phase=np.pi):
-    g = em.StationGains.from_data(data, interval)
-    rng = np.random.default_rng(seed)
-    shape = g.log_amp.shape
-    return em.StationGains.from_data(
-        data,
-        interval,
-        gains=np.exp(
-            amp * rng.standard_normal(shape) + 1j * rng.uniform(-phase, phase, shape)
-        ),
-    )
-
-
-def _pairs(data):
-    return np.stack([np.asarray(data.ant1), np.asarray(data.ant2)], axis=1)
+from tests.unchecked import unchecked_error, unchecked_script
 
 
 # ------------------------------------------------------------------ intervals
@@ -262,24 +223,27 @@ def test_bins_in_seconds_agree_on_their_edges():
     assert_allclose(np.asarray(cal.vis), np.asarray(d.vis), rtol=1e-6)
 
 
-def test_bins_in_seconds_place_float32_edge_records_in_their_bin():
+FLOAT32_EDGE_RECORDS = unchecked_script(
+    "import json, numpy as np, eqmodels as em\n"
+    "grid = em.ImageGrid.from_fov(16, 128.0)\n"
+    "times = np.arange(0, 6, 10 / 3600)\n"
+    "d = em.observe(np.ones((16, 16)) / 256, grid, em.EHT2017, ra=187.7, "
+    "dec=12.4, times=times, add_noise=False)\n"
+    "slot, _ = em.solution_intervals(d, 60)\n"
+    "si = np.asarray(em.StationGains.from_data(d, 60).at(d).slot_interval)\n"
+    "ti, a = np.asarray(d.time_index), np.asarray(d.ant1)\n"
+    "print(json.dumps({'dtype': str(d.time.dtype), "
+    "'counts': np.unique(np.bincount(slot)).tolist(), "
+    "'at': bool(np.all(si[ti, a] == slot[ti]))}))"
+)
+
+
+def test_bins_in_seconds_place_float32_edge_records_in_their_bin(unchecked):
     """From a review: with x64 off (float32 times), 10-s records stamped on the
     edges of 60-s intervals were stored just below the edge and went to the
     previous interval (5, 6 and 7 records to an interval); `at` on the same data
     must put every row in the interval `solution_intervals` gives its slot."""
-    out = run_without_x64(
-        "import json, numpy as np, eqmodels as em\n"
-        "grid = em.ImageGrid.from_fov(16, 128.0)\n"
-        "times = np.arange(0, 6, 10 / 3600)\n"
-        "d = em.observe(np.ones((16, 16)) / 256, grid, em.EHT2017, ra=187.7, "
-        "dec=12.4, times=times, add_noise=False)\n"
-        "slot, _ = em.solution_intervals(d, 60)\n"
-        "si = np.asarray(em.StationGains.from_data(d, 60).at(d).slot_interval)\n"
-        "ti, a = np.asarray(d.time_index), np.asarray(d.ant1)\n"
-        "print(json.dumps({'dtype': str(d.time.dtype), "
-        "'counts': np.unique(np.bincount(slot)).tolist(), "
-        "'at': bool(np.all(si[ti, a] == slot[ti]))}))"
-    )
+    out = unchecked[FLOAT32_EDGE_RECORDS]
     assert out == {"dtype": "float32", "counts": [6], "at": True}
 
 
@@ -308,7 +272,16 @@ def _two_bands(shift_h=0.0):
     return d, em.concatenate([d, hi])
 
 
-def test_at_matches_bands():
+BANDS_ALL = unchecked_error(
+    "g.at(d, bands='all')",
+    "ValueError",
+    "d = em.VisData([1e9], [1e9], [1.0], [1.0], [1.0], [0], [1], "
+    "station_names=('AA', 'AP'), freq=230e9)\n"
+    "g = em.StationGains.from_data(d, 'scan')",
+)
+
+
+def test_at_matches_bands(unchecked):
     """Gains solved per band (each interval one band's rows) calibrate each band
     with its own solutions: the bands' phases differ."""
     lo, both = _two_bands(shift_h=1e-5)
@@ -342,13 +315,7 @@ def test_at_matches_bands():
     assert_allclose(
         mixed.calibrate(same_time).vis, mixed.calibrate(same_time, bands="any").vis
     )
-    msg = own_error(
-        "g.at(d, bands='all')",
-        "ValueError",
-        "d = em.VisData([1e9], [1e9], [1.0], [1.0], [1.0], [0], [1], "
-        "station_names=('AA', 'AP'), freq=230e9)\n"
-        "g = em.StationGains.from_data(d, 'scan')",
-    )
+    msg = unchecked[BANDS_ALL]
     assert msg is not None and "`bands` must be" in msg and "'all'" in msg
 
 
@@ -391,23 +358,6 @@ def _terms(d):
     vis = em.VisChi2.from_data(d, GRID)
     amp = em.AmpChi2.from_data(em.amplitudes(d), GRID)
     return vis, amp
-
-
-def vis_reference(d, img, g):
-    """The numpy reference's `(χ², ∂/∂img, ∂/∂log_amp, ∂/∂phase)` of `d`'s
-    visibilities through the gains `g` at the image `img`."""
-    a0 = dft_matrix(*GRID.shape, GRID.psize, np.asarray(d.u), np.asarray(d.v))
-    return rg.vis_chi2(
-        a0,
-        img,
-        np.asarray(d.vis),
-        np.asarray(d.sigma),
-        np.asarray(g.log_amp),
-        np.asarray(g.phase),
-        np.asarray(g.slot_interval),
-        _pairs(d),
-        d.time_index,
-    )
 
 
 def _vg(term, img, gains):

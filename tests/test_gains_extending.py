@@ -16,10 +16,16 @@ from jax.sharding import Mesh
 
 import eqmodels as em
 from tests.helpers import assert_allclose
+from tests.problems.gains import (
+    GRID,
+    pairs as _pairs,
+    random_gains,
+    reordered as _reordered,
+    synthetic,
+    truth_image,
+)
 from tests.reference import gains as rg
 from tests.reference.numpy_ft import dft_matrix
-from tests.test_gains import _pairs, GRID, random_gains, synthetic, truth_image
-from tests.test_gains_joint import _reordered
 
 
 class TrackGains(em.AbstractGains):

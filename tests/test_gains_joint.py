@@ -13,16 +13,18 @@ import numpy as np
 import pytest
 
 import eqmodels as em
-from tests.helpers import assert_allclose, central_fd, own_error
-from tests.reference import gains as rg
-from tests.test_gains import (
-    _pairs,
+from tests.helpers import assert_allclose, central_fd
+from tests.problems.gains import (
     GRID,
+    pairs as _pairs,
     random_gains,
+    reordered as _reordered,
     synthetic,
     truth_image,
     vis_reference,
 )
+from tests.reference import gains as rg
+from tests.unchecked import unchecked_error
 
 
 def _joint(d, gains, tol=(0.02, 0.2), reference="AA"):
@@ -92,7 +94,19 @@ def test_with_gains_matches_numpy_under_jit_vmap_and_finite_differences():
     assert_allclose([grad @ u for u in dirs], central_fd(f, x0, dirs, 1e-6), rtol=1e-6)
 
 
-def test_with_gains_weights_and_errors():
+NOT_AN_OBJECTIVE = unchecked_error("em.WithGains(lambda x: 0.0)", "TypeError")
+JOINT_OF_A_JOINT = unchecked_error(
+    "em.WithGains(joint)",
+    "TypeError",
+    "d = em.VisData([1e9], [1e9], [1.0], [1.0], [1.0], [0], [1], "
+    "station_names=('AA', 'AP'), freq=230e9)\n"
+    "g = em.StationGains.from_data(d)\n"
+    "term = em.VisChi2.from_data(d, em.ImageGrid(4, 4, 1e-10))\n"
+    "joint = em.WithGains(em.GainCorrected(term, g))",
+)
+
+
+def test_with_gains_weights_and_errors(unchecked):
     d = synthetic()
     g = random_gains(d)
     joint = _joint(d, g)
@@ -115,19 +129,11 @@ def test_with_gains_weights_and_errors():
         assert isinstance(built, em.WithGains)
         assert_allclose(built((img, g)), want, rtol=1e-13)
     # (Without the suite's type checker, as users run it: eqmodels' own message.)
-    msg = own_error("em.WithGains(lambda x: 0.0)", "TypeError")
+    msg = unchecked[NOT_AN_OBJECTIVE]
     assert msg is not None and "must be an `eqmodels.Objective`" in msg
     with pytest.raises(ValueError, match="holds no station gains"):
         em.WithGains(em.VisChi2.from_data(d, GRID) + em.Flux(1.0))
-    msg = own_error(
-        "em.WithGains(joint)",
-        "TypeError",
-        "d = em.VisData([1e9], [1e9], [1.0], [1.0], [1.0], [0], [1], "
-        "station_names=('AA', 'AP'), freq=230e9)\n"
-        "g = em.StationGains.from_data(d)\n"
-        "term = em.VisChi2.from_data(d, em.ImageGrid(4, 4, 1e-10))\n"
-        "joint = em.WithGains(em.GainCorrected(term, g))",
-    )
+    msg = unchecked[JOINT_OF_A_JOINT]
     assert msg is not None and "already a WithGains" in msg
     # A model that is not the pair, refused before anything compiles.
     with pytest.raises(TypeError, match=r"model pair `\(image_model, gains\)`"):
@@ -173,22 +179,7 @@ def test_solve_with_gains_recovers_the_gains(solver):
     assert np.max(np.abs(np.angle(fit / want))) < 2e-3
 
 
-def _reordered(d):
-    """`d` without station SM (its rows and its column), the station table in
-    reverse order: another station table, `AA` in another column."""
-    d = d.flag_stations(["SM"])
-    names = [n for n in d.station_names if n != "SM"][::-1]
-    column = np.array([names.index(n) if n in names else -1 for n in d.station_names])
-    order = [d.station_names.index(n) for n in names]
-    xyz = None if d.station_xyz is None else np.asarray(d.station_xyz)[order]
-    return d.replace(
-        station_names=tuple(names),
-        station_xyz=xyz,
-        ant1=column[np.asarray(d.ant1)],
-        ant2=column[np.asarray(d.ant2)],
-    )
-
-
+@pytest.mark.slow
 def test_survey_over_data_sets_with_their_own_gains_equals_single_solves():
     """Three data sets whose gains differ in intervals (3 scans; 2 scans, fewer
     slots), station table (6 stations; 5, in reverse order: the phase
@@ -265,6 +256,7 @@ class _WhereData(em.AbstractGainPrior):
         return jnp.where(gains.present, gains.log_amp, 0.0).reshape(-1)
 
 
+@pytest.mark.slow
 def test_survey_over_gains_refuses_what_padding_would_change():
     """From a review: a user's gain prior that reads the tables (or steps into
     padded intervals) came out of the survey with another value than its own
@@ -320,16 +312,19 @@ def test_survey_over_gains_refuses_what_padding_would_change():
         em.solve(priors, (image, gains[1]), max_steps=2)
 
 
-def test_survey_result_is_indexed_by_one_configuration():
+SURVEY_RESULT_SLICE = unchecked_error(
+    "r[0:1]",
+    "TypeError",
+    "z = np.zeros(2, int)\n"
+    "sol = em.Solution(model=np.zeros((2, 3)), value=np.zeros(2), report={}, "
+    "steps=z, result=z, stats={})\n"
+    "r = em.SurveyResult(solutions=sol, data_names=(), chunk_size=1, "
+    "computed_chunks=(0,), loaded_chunks=())",
+)
+
+
+def test_survey_result_is_indexed_by_one_configuration(unchecked):
     """Without the suite's type checker (as users run it): a slice is refused
     with eqmodels' own message, pointing to the batch."""
-    msg = own_error(
-        "r[0:1]",
-        "TypeError",
-        "z = np.zeros(2, int)\n"
-        "sol = em.Solution(model=np.zeros((2, 3)), value=np.zeros(2), report={}, "
-        "steps=z, result=z, stats={})\n"
-        "r = em.SurveyResult(solutions=sol, data_names=(), chunk_size=1, "
-        "computed_chunks=(0,), loaded_chunks=())",
-    )
+    msg = unchecked[SURVEY_RESULT_SLICE]
     assert msg is not None and "the whole batch is `result.solutions`" in msg

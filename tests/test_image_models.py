@@ -215,6 +215,7 @@ def test_pixel_image_from_prior():
     assert_allclose(m()[mask], init[mask], rtol=1e-14)
 
 
+@pytest.mark.slow
 def test_neural_field_example():
     """examples/neural_field.py: an `eqx.nn.MLP` image model fits closure data."""
     import importlib.util

@@ -10,7 +10,7 @@ import pytest
 
 import eqmodels as em
 from tests.helpers import assert_allclose
-from tests.test_gains import synthetic
+from tests.problems.gains import synthetic
 
 
 GRID = em.ImageGrid(6, 7, em.uas_to_rad(12.0))

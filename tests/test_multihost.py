@@ -24,6 +24,9 @@ from tests.multihost.problem import (
 )
 
 
+pytestmark = pytest.mark.slow  # child processes (`jax.distributed`)
+
+
 WORKER = pathlib.Path(__file__).resolve().parent / "multihost" / "worker.py"
 FORWARDS = ("direct", "nufft")
 TIMEOUT_S = 240

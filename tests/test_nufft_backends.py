@@ -10,8 +10,9 @@ import pytest
 from jax.sharding import Mesh
 
 import eqmodels as em
-from tests.helpers import assert_allclose, own_error
-from tests.test_terms import DATA_TERMS, GRID, IMAGES, products
+from tests.helpers import assert_allclose
+from tests.problems.terms import DATA_TERMS, GRID, IMAGES, products
+from tests.unchecked import unchecked_error
 
 
 pytest.importorskip("nufftax")
@@ -81,7 +82,16 @@ def test_empty_batches_have_empty_gradients(backend):
     assert adj.shape == (0, GRID.ny, GRID.nx)
 
 
-def test_eps_as_a_float32_scalar_and_eps_errors():
+_EPS_SETUP = "import jax; g = em.ImageGrid(8, 8, 1e-10); p = np.ones(3, np.float32)"
+EPS_AS_STRING = unchecked_error(
+    "em.NUFFT(g, p, p, eps='1e-6')", "TypeError", _EPS_SETUP
+)
+EPS_TRACED = unchecked_error(
+    "jax.jit(lambda e: em.NUFFT(g, p, p, eps=e).eps)(1e-3)", "TypeError", _EPS_SETUP
+)
+
+
+def test_eps_as_a_float32_scalar_and_eps_errors(unchecked):
     """float32's floor `1e-6` given as a float32 scalar (9.99999997e-07) is
     accepted; a string, or an `eps` traced under `jit`, is refused naming why."""
     u, v = (x.astype(np.float32) for x in products()["vis"][:2])
@@ -89,10 +99,7 @@ def test_eps_as_a_float32_scalar_and_eps_errors():
         assert em.NUFFT(GRID, u, v, eps=eps).eps == pytest.approx(1e-6, rel=1e-7)
     with pytest.raises(ValueError, match="below what float32"):
         em.NUFFT(GRID, u, v, eps=5e-7)
-    setup = "import jax; g = em.ImageGrid(8, 8, 1e-10); p = np.ones(3, np.float32)"
-    msg = own_error("em.NUFFT(g, p, p, eps='1e-6')", "TypeError", setup)
+    msg = unchecked[EPS_AS_STRING]
     assert "must be a number" in msg, msg
-    msg = own_error(
-        "jax.jit(lambda e: em.NUFFT(g, p, p, eps=e).eps)(1e-3)", "TypeError", setup
-    )
+    msg = unchecked[EPS_TRACED]
     assert "static" in msg, msg

@@ -10,8 +10,9 @@ import pytest
 
 import eqmodels as em
 from tests.helpers import assert_allclose
+from tests.problems import FORWARD_RTOL
+from tests.problems.terms import GRID, legs, positive_image, PRIOR, products
 from tests.reference import regularizers as rr, terms as rt
-from tests.test_terms import FORWARD_RTOL, GRID, legs, positive_image, PRIOR, products
 
 
 def data_terms(forward="direct"):
@@ -254,6 +255,7 @@ def test_a_name_given_to_a_nested_objective_prefixes_its_terms():
     assert set(obj.report(positive_image())) == set(obj.names)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forward", ["direct", "nufft"])
 def test_sum_built_objective_shares_like_one_shot(forward):
     """`a + b + ...` reuses the shared transforms across the sum (no rebuild when a

@@ -138,6 +138,7 @@ def test_round1_objective_equals_numpy_reference(problem, forward):
     assert_allclose(g.params, (ref_grad * image).ravel(), rtol=rtol)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("problem", ["101", "100"], indirect=True)
 def test_round1_terms_equal_ehtim(problem):
     ehtim = pytest.importorskip("ehtim")  # noqa: F841

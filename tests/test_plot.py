@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import eqmodels as em  # noqa: E402
-from tests.helpers import own_error  # noqa: E402
+from tests.unchecked import unchecked_error  # noqa: E402
 
 
 GRID = em.ImageGrid(8, 10, em.uas_to_rad(5.0))  # 40 µas × 50 µas
@@ -227,6 +227,7 @@ def test_plots_draw_on_given_axes_and_never_show(monkeypatch):
         em.plot_image(np.ones(GRID.shape), GRID, ax="left")
 
 
+@pytest.mark.slow
 def test_package_imports_without_matplotlib_and_says_how_to_get_it():
     code = (
         "import sys; sys.modules['matplotlib'] = None\n"
@@ -267,7 +268,14 @@ def test_bad_arguments_leave_no_figure_open():
         assert plt.get_fignums() == [], call
 
 
-def test_plot_images_checks_its_own_arguments():
+VMIN_AS_STRING = unchecked_error(
+    'em.plot_image(np.ones((8, 10)), g, vmin="a")',
+    "TypeError",
+    "g = em.ImageGrid(8, 10, em.uas_to_rad(5.0))",
+)
+
+
+def test_plot_images_checks_its_own_arguments(unchecked):
     """From a review: these reached matplotlib with messages that named nothing,
     or were read wrongly (a string of titles split into letters, reversed colour
     limits accepted, one Jy/pixel scale over two pixel sizes)."""
@@ -289,11 +297,7 @@ def test_plot_images_checks_its_own_arguments():
         assert plt.get_fignums() == []
     with pytest.raises(ValueError, match="`vmin`"):
         em.plot_image(img, GRID, vmin=2.0, vmax=1.0)
-    msg = own_error(
-        'em.plot_image(np.ones((8, 10)), g, vmin="a")',
-        "TypeError",
-        "g = em.ImageGrid(8, 10, em.uas_to_rad(5.0))",
-    )
+    msg = unchecked[VMIN_AS_STRING]
     assert msg is not None and "`vmin` must be a finite number" in msg
     em.plot_images([fine, coarse])  # per area: comparable
 
@@ -312,7 +316,14 @@ def test_plot_images_takes_a_numpy_integer_for_ncols():
     plt.close(fig)
 
 
-def test_zero_d_arrays_as_numbers_and_one_image_to_plot_images():
+ONE_IMAGE_TO_PLOT_IMAGES = unchecked_error(
+    "em.plot_images(np.ones((8, 10)), em.ImageGrid(8, 10, 2e-11))",
+    "TypeError",
+    "import matplotlib; matplotlib.use('Agg')",
+)
+
+
+def test_zero_d_arrays_as_numbers_and_one_image_to_plot_images(unchecked):
     """From a review: a 0-d array `freq` or `beam` (a JAX or numpy scalar, e.g.
     `data.freq`) was refused as "not a frequency", and one 2-d image given to
     `plot_images` was split into rows ("`images[0]` has shape (10,)")."""
@@ -325,9 +336,5 @@ def test_zero_d_arrays_as_numbers_and_one_image_to_plot_images():
     em.plot_image(img, GRID, beam=jnp.asarray(10.0))
     plt.close("all")
     # (Under the suite's runtime type checker the annotation refuses it first.)
-    msg = own_error(
-        "em.plot_images(np.ones((8, 10)), em.ImageGrid(8, 10, 2e-11))",
-        "TypeError",
-        "import matplotlib; matplotlib.use('Agg')",
-    )
+    msg = unchecked[ONE_IMAGE_TO_PLOT_IMAGES]
     assert msg is not None and "one 2-d image" in msg and "plot_image" in msg, msg

@@ -6,6 +6,10 @@ import pathlib
 import re
 
 import numpy as np
+import pytest
+
+
+pytestmark = pytest.mark.slow  # the README's snippet (a real solve)
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

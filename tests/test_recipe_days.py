@@ -10,6 +10,9 @@ import pytest
 import eqmodels as em
 
 
+pytestmark = pytest.mark.slow  # every day of the 2017 release
+
+
 FILE = "eht/m87_2017/SR1_M87_2017_{}_{}_hops_netcal_StokesI.uvfits"
 #: Scan-averaged rows of both bands per day (2017-04-05, 04-06, 04-10, 04-11).
 ROWS = {"095": 336, "096": 558, "100": 187, "101": 439}

@@ -7,19 +7,20 @@ import numpy as np
 import pytest
 
 import eqmodels as em
-from tests.helpers import assert_allclose, ehtim_row_index, quiet, run_without_x64
-from tests.test_gains import (
-    _pairs,
+from tests.helpers import assert_allclose, ehtim_row_index, quiet
+from tests.problems.gains import (
     GRID,
     NAMES,
+    pairs,
     random_gains,
     synthetic,
     truth_image,
 )
+from tests.unchecked import unchecked_script
 
 
 def _factor(g, d):
-    return np.asarray(g.factor(_pairs(d), d.time_index))
+    return np.asarray(g.factor(pairs(d), d.time_index))
 
 
 @pytest.fixture(scope="module")
@@ -252,6 +253,7 @@ def m87(shared_data):
     return eh, obs, im, data, img, grid, idx
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "method, tol, sites", [("both", (0.02, 0.2), None), ("both", (0.02, 0.2), ["LM"])]
 )
@@ -297,6 +299,7 @@ def test_matches_ehtim_selfcal(m87, method, tol, sites):
     assert np.max(np.abs(np.angle(ours))) > 1.0
 
 
+@pytest.mark.slow
 def test_lmt_calibration_reaches_every_lmt_row(shared_data):
     """The recipe's LMT step (eht-imaging: solve LM on the short baselines, then
     `applycal(interp="nearest", extrapolate=True)`): on 2017-04-06 some LM rows lie
@@ -354,24 +357,27 @@ def test_lmt_calibration_reaches_every_lmt_row(shared_data):
     assert not np.allclose(got, want)  # the two choices differ on this day
 
 
-def test_self_calibrate_without_x64_warns_nothing():
+NO_X64_WARNINGS = unchecked_script(
+    "import json, warnings\n"
+    "warnings.simplefilter('error')\n"
+    "import eqmodels as em\n"
+    "data = em.load_uvfits('eqmodels/data/SR1_M87_2017_100_lo_hops_netcal_StokesI"
+    ".uvfits').scan_average()\n"
+    "grid = em.ImageGrid.from_fov(32, 128.0)\n"
+    "img = em.GaussianImage(grid, 0.6, em.uas_to_rad(40.0))()\n"
+    "cal, g = em.self_calibrate(data, img, grid=grid, method='phase')\n"
+    "print(json.dumps(str(cal.vis.dtype)))\n"
+)
+
+
+def test_self_calibrate_without_x64_warns_nothing(unchecked):
     """It asked JAX for float64 (`img.astype(jnp.float64)`) on every call: a
     "float64 requested ... truncated" warning without x64, an error under
     `-W error`."""
-    code = (
-        "import json, warnings\n"
-        "warnings.simplefilter('error')\n"
-        "import eqmodels as em\n"
-        "data = em.load_uvfits('eqmodels/data/SR1_M87_2017_100_lo_hops_netcal_StokesI"
-        ".uvfits').scan_average()\n"
-        "grid = em.ImageGrid.from_fov(32, 128.0)\n"
-        "img = em.GaussianImage(grid, 0.6, em.uas_to_rad(40.0))()\n"
-        "cal, g = em.self_calibrate(data, img, grid=grid, method='phase')\n"
-        "print(json.dumps(str(cal.vis.dtype)))\n"
-    )
-    assert run_without_x64(code) == "complex64"
+    assert unchecked[NO_X64_WARNINGS] == "complex64"
 
 
+@pytest.mark.slow
 def test_self_calibration_converges_or_warns(shared_data):
     """From a review: a fixed 30 steps per interval stopped far from the minimum
     with a poor model (04-11 lo, scan 3, a 40 µas Gaussian: objective 26991

@@ -13,9 +13,11 @@ import pytest
 from jax.sharding import AxisType, Mesh
 
 import eqmodels as em
-from tests.helpers import assert_allclose, own_error
-from tests.test_terms import DATA_TERMS, GRID, IMAGES, positive_image, products
-from tests.test_terms_rows import FluxDensityChi2, OwnCall
+from tests.helpers import assert_allclose
+from tests.problems.m87 import DAY_100, load_day, M87_GRID
+from tests.problems.terms import DATA_TERMS, GRID, IMAGES, positive_image, products
+from tests.toys import FluxDensityChi2, OwnCall
+from tests.unchecked import unchecked_error
 
 
 VALUE_RTOL, GRAD_RTOL = 1e-14, 1e-13
@@ -139,6 +141,7 @@ def test_least_squares_solvers_on_a_mesh_with_explicit_axes(solver):
     assert_allclose(got.value, want.value, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_survey_refuses_terms_split_over_explicit_axes():
     """`survey` splits configurations over its own mesh, which JAX does not
     combine with an Explicit one (it failed in `shard_map` with a spec mismatch,
@@ -283,7 +286,19 @@ class Unlisted(em.AbstractDataTerm):
         return jnp.sqrt(self.weight / self.n_rows) * (jnp.abs(vis) - self.power)
 
 
-def test_errors():
+CLASS_FOR_A_TERM = unchecked_error(
+    "em.ShardedChi2(em.AmpChi2, jax.make_mesh((1,), ('rows',)))",
+    "TypeError",
+    "import jax",
+)
+DATA_FOR_A_TERM = unchecked_error(
+    "em.ShardedChi2.from_data(np.ones(3), em.AmpChi2, grid)",
+    "TypeError",
+    "grid = em.ImageGrid.from_fov(8, 100.0)",
+)
+
+
+def test_errors(unchecked):
     term = next(c for c in DATA_TERMS if c.name == "amp").build()
     with pytest.raises(ValueError, match="no axis named 'rows'"):
         em.ShardedChi2(term, mesh_of(2, "data"))
@@ -293,19 +308,11 @@ def test_errors():
         em.ShardedChi2(em.TV(GRID), mesh_of(2))
     with pytest.raises(TypeError, match="already a ShardedChi2"):
         em.ShardedChi2(em.ShardedChi2(term, mesh_of(2)), mesh_of(2))
-    msg = own_error(
-        "em.ShardedChi2(em.AmpChi2, jax.make_mesh((1,), ('rows',)))",
-        "TypeError",
-        "import jax",
-    )
+    msg = unchecked[CLASS_FOR_A_TERM]
     assert msg is not None and "ShardedChi2.from_data(AmpChi2" in msg, msg
     # The hint is a call that works (`mesh` is keyword-only in `from_data`).
     assert "grid, mesh=mesh)" in msg, msg
-    msg = own_error(
-        "em.ShardedChi2.from_data(np.ones(3), em.AmpChi2, grid)",
-        "TypeError",
-        "grid = em.ImageGrid.from_fov(8, 100.0)",
-    )
+    msg = unchecked[DATA_FOR_A_TERM]
     assert msg is not None and "from_data(term_cls, data, grid, mesh" in msg, msg
     # A stack of terms: wrap each, then stack (the message named a row field).
     stack = em.pad_and_stack([term, term.take_rows(np.arange(5), n_rows=5)])
@@ -344,9 +351,8 @@ def test_an_objective_refuses_terms_split_over_different_devices():
 def test_wrapper_term_with_gains():
     """A wrapper whose rows live in an inner term (`GainCorrected`) shards too: its
     rows are split, the gains replicated."""
-    from tests.test_terms_rows import _day, DAY_100, M87_GRID
 
-    data = _day(DAY_100)
+    data = load_day(DAY_100)
     gains = em.StationGains.from_data(data)
     rng = np.random.default_rng(0)
     gains = eqx.tree_at(
@@ -377,6 +383,7 @@ def _explicit_mesh(n=4):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("solver", [em.GaussNewton(), em.LevenbergMarquardt()])
 def test_least_squares_with_regularizers_on_a_mesh_with_explicit_axes(solver):
     """From a review: on an Explicit mesh the split residuals of a sharded term
@@ -411,9 +418,8 @@ def test_gain_corrected_term_in_an_objective_on_a_mesh_with_explicit_axes():
     visibilities from the objective's shared transform) failed under `jit` on an
     Explicit mesh (the gain lookup, a gather with split indices); the joint image
     and gains gradient now equals the unsharded one."""
-    from tests.test_terms_rows import _day, DAY_100, M87_GRID
 
-    data = _day(DAY_100)
+    data = load_day(DAY_100)
     gains = em.StationGains.from_data(data)
     gains = eqx.tree_at(lambda g: g.phase, gains, gains.phase + 0.2)
     term = em.GainCorrected(em.VisChi2.from_data(data, M87_GRID), gains)
@@ -472,6 +478,7 @@ def test_from_data_refuses_data_whose_rows_it_cannot_take():
         em.ShardedChi2.from_data(em.AmpChi2, empty, GRID, mesh=mesh_of(1))
 
 
+@pytest.mark.slow
 def test_survey_runs_on_the_devices_of_the_sharded_terms():
     """A term on 2 of the 8 devices: `survey(devices=None)` splits configurations
     over those 2 (it failed in JAX with "incompatible devices"), other devices are
@@ -514,15 +521,15 @@ def test_a_sharded_term_pads_to_a_multiple_of_its_mesh_and_stacks():
     assert stacked.weight.shape == (2, sharded.rows)
 
 
+@pytest.mark.slow
 def test_survey_over_data_sets_of_sharded_terms_sharing_a_transform():
     """Two stretches of a day (different row counts), each an amplitude and a
     closure-phase term split over 2 devices and sharing one transform: a
     `ShardedChi2` refused `pad_rows`, so `pad_to_match` of such objectives failed
     and `0.5 * ShardedChi2(...)` could not be surveyed over data sets. Padded, each
     objective equals its unsharded one and the survey equals single solves."""
-    from tests.test_terms_rows import _day, DAY_100
 
-    day = _day(DAY_100)
+    day = load_day(DAY_100)
     t = np.asarray(day.time)
     span = t.max() - t.min()
     sets = [
@@ -568,6 +575,7 @@ class _CountedAmp(em.AmpChi2):
         return super().chi2_from_vis(vis)
 
 
+@pytest.mark.slow
 def test_eager_calls_compile_once():
     """Called outside `jit` (a term checked in a notebook, an eager `jax.grad`),
     `shard_map` ran its body one operation at a time on every call: 2-5 s a call

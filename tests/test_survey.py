@@ -20,7 +20,13 @@ import pytest
 
 import eqmodels as em
 from tests.helpers import assert_allclose
-from tests.survey_problem import configurations, GRID, MAX_STEPS, SOLVER
+from tests.problems.survey import (
+    configurations,
+    GRID,
+    least_squares_problem,
+    MAX_STEPS,
+    SOLVER,
+)
 
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -74,6 +80,7 @@ def test_survey_on_one_device_and_uneven_split(problem):
         )
 
 
+@pytest.mark.slow
 def test_survey_of_configurations_that_are_all_the_same(problem):
     """Nothing to stack (one configuration, or several identical ones): the batch
     size is given to `vmap` explicitly, and every member equals the single solve."""
@@ -159,6 +166,7 @@ class _Field(em.AbstractImageModel):
         return jax.vmap(self.mlp)(pts).reshape(self.grid.shape)
 
 
+@pytest.mark.slow
 def test_survey_of_a_model_with_non_array_leaves(problem, tmp_path):
     objectives, _, _ = problem
     mlp = eqx.nn.MLP(
@@ -188,6 +196,7 @@ def test_survey_of_a_model_with_non_array_leaves(problem, tmp_path):
         )
 
 
+@pytest.mark.slow
 def test_checkpoint_fingerprint_sees_solver_settings_and_params(problem, tmp_path):
     """A folder written with other solver settings (array fields, an optax
     closure's constants) or another choice of parameters is refused, not read."""
@@ -240,6 +249,7 @@ class _Holder:
         return self.term(model)
 
 
+@pytest.mark.slow
 def test_checkpoint_fingerprint_sees_globals_and_plain_objects(
     problem, tmp_path, monkeypatch
 ):
@@ -286,6 +296,7 @@ def test_checkpoint_fingerprint_sees_a_user_class_code(problem, tmp_path, monkey
         _survey(objs, model, checkpoint=tmp_path / "f", **kw)
 
 
+@pytest.mark.slow
 def test_checkpoint_folder_records(problem, tmp_path):
     """A first call that fails before finishing a chunk does not claim the folder;
     a refusal says what differs; a pytree `params` spec works with a checkpoint."""
@@ -352,6 +363,7 @@ def _child(*args):
     )
 
 
+@pytest.mark.slow
 def test_survey_killed_with_sigkill_resumes_and_cache_serves_second_process(
     problem, tmp_path
 ):
@@ -433,7 +445,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 import numpy as np
 import eqmodels as em
-from tests.test_survey import least_squares_problem
+from tests.problems.survey import least_squares_problem
 objectives, model = least_squares_problem()
 res = em.survey(objectives, model, em.{solver}(chunk_size=64), max_steps=2,
                 devices=jax.devices()[:2], chunk_size=2)
@@ -441,24 +453,7 @@ print(json.dumps(np.asarray(res.solutions.value).tolist()))
 """
 
 
-def least_squares_problem():
-    """Four data sets on a 16² grid: 256 parameters (the deadlock below needs
-    Cholesky factorisations large enough for jaxlib to split its batch)."""
-    grid = em.ImageGrid.from_fov(16, 128.0)
-    rng = np.random.default_rng(3)
-    u, v = rng.uniform(-0.35, 0.35, (2, 200)) / grid.psize
-    fwd = em.DirectFT(grid, u, v)
-    truth = fwd(jnp.asarray(rng.uniform(0.2, 1.0, grid.shape)))
-    sigma = np.full(200, 0.05)
-    objectives = [
-        em.VisChi2(fwd, truth + sigma * rng.standard_normal(200), sigma)
-        for _ in range(4)
-    ]
-    return objectives, em.PixelImage(
-        grid, np.full(grid.shape, 0.5), transform="identity"
-    )
-
-
+@pytest.mark.slow
 @pytest.mark.parametrize("solver", ["GaussNewton", "LevenbergMarquardt"])
 def test_least_squares_survey_on_several_cpu_devices_finishes(solver):
     """Two configurations per device on two CPU devices: jaxlib's batched
@@ -491,6 +486,7 @@ def test_least_squares_survey_on_several_cpu_devices_finishes(solver):
         assert_allclose(v, single.value, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_survey_auto_chunk_follows_the_memory_budget(problem, capsys):
     objectives, model, singles = problem
     # 4 configurations on 2 devices: at most 2 per device; the chunk programs are
@@ -538,10 +534,11 @@ def test_enable_compilation_cache_rejects_an_unwritable_folder():
         em.enable_compilation_cache("/proc/sys")
 
 
+@pytest.mark.slow
 def test_survey_over_data_sets_of_different_lengths():
     """Two days (04-10 lo, and 04-10 without SM: fewer rows and points) padded to one
     shape with `pad_to_match`: one survey equals a single solve per day."""
-    from tests.test_terms_rows import _day, _round1, DAY_100
+    from tests.problems.m87 import DAY_100, load_day as _day, round1 as _round1
 
     day = _day(DAY_100)
     days = [day, day.flag_stations(["SM"])]
@@ -558,13 +555,14 @@ def test_survey_over_data_sets_of_different_lengths():
         assert_allclose(res.solutions.model.params[k], single.model.params, rtol=1e-8)
 
 
+@pytest.mark.slow
 def test_survey_over_padded_terms_composed_afterwards():
     """From a review: terms padded to one length with `pad_to_match`, then
     weighted and composed (`0.5 * term + Flux`), were refused as of different
     structure: the padded term's rows (copies of row 0) repeat, so it alone got a
     shared transform of its distinct points and the longer day none. A term of
     one point a row now never shares alone; the survey equals single solves."""
-    from tests.test_terms_rows import _day, DAY_100
+    from tests.problems.m87 import DAY_100, load_day as _day
 
     day = _day(DAY_100)
     grid = em.ImageGrid.from_fov(16, 128.0)
@@ -620,6 +618,7 @@ def test_survey_refuses_configurations_of_different_dtypes(problem):
         _survey([objectives[0], cast(objectives[1])], model)
 
 
+@pytest.mark.slow
 def test_top_set_ranks_by_data_terms_and_a_tuple_is_one_model(problem):
     """From a review: a threshold on a regularizer's report key averaged its
     penalty into the top set's order; a tuple model was split into one model per
@@ -645,6 +644,7 @@ class _Pair(eqx.Module):
         return self.term(models[0]) + self.term(models[1])
 
 
+@pytest.mark.slow
 def test_survey_over_fixed_gains_of_two_data_sets_equals_single_solves():
     """Gains of two data sets (their own solution intervals, a static table)
     inside the objectives' `GainCorrected` terms were refused (from a review:

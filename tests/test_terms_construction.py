@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import eqmodels as em
-from tests.helpers import assert_allclose, own_error
-from tests.test_terms import DATA_TERMS, GRID, positive_image, products
+from tests.helpers import assert_allclose
+from tests.problems.terms import DATA_TERMS, GRID, positive_image, products
+from tests.unchecked import unchecked_error
 
 
 DAY_100 = "eqmodels/data/SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
@@ -70,7 +71,15 @@ def test_float32_terms():
         assert_allclose(val, ref_val, rtol=5e-4, err=case.name)
 
 
-@pytest.mark.parametrize("sigma_deg", [1.0, 0.05, 0.01])
+# (σ = 0.01° is the hardest case; the larger two run in the slow lane.)
+@pytest.mark.parametrize(
+    "sigma_deg",
+    [
+        pytest.param(1.0, marks=pytest.mark.slow),
+        pytest.param(0.05, marks=pytest.mark.slow),
+        0.01,
+    ],
+)
 def test_float32_closure_phase_chi2_at_small_sigma(sigma_deg):
     """`1 − cos Δ` cancelled in float32 for small Δ: 2 % of the χ² at σ = 0.05°
     (high-SNR data). The float32 value now agrees with the term's own residuals
@@ -344,24 +353,30 @@ def test_vis_of_another_shape_is_refused(case):
                 method(wrong)
 
 
-def test_one_leg_terms_name_the_shape_of_vis():
-    """Without the suite's type checker (as users run), `VisChi2` and `AmpChi2`
-    name the shape `vis` must have: elementwise arithmetic would broadcast it."""
-    setup = (
-        "grid = em.ImageGrid(8, 8, em.uas_to_rad(5.0))\n"
-        "u = np.linspace(-1e9, 1e9, 5); fwd = em.DirectFT(grid, u, u[::-1], dtype=np.float32)\n"
-        "term = em.{cls}(fwd, np.ones(5), np.ones(5))\n"
-        "vis = term.model_vis(np.ones((8, 8)) / 64)"
+_ONE_LEG_SETUP = (
+    "grid = em.ImageGrid(8, 8, em.uas_to_rad(5.0))\n"
+    "u = np.linspace(-1e9, 1e9, 5); fwd = em.DirectFT(grid, u, u[::-1], dtype=np.float32)\n"
+    "term = em.{cls}(fwd, np.ones(5), np.ones(5))\n"
+    "vis = term.model_vis(np.ones((8, 8)) / 64)"
+)
+ONE_LEG_SHAPES = {
+    (cls, method, wrong): unchecked_error(
+        f"term.{method}({wrong})", "ValueError", _ONE_LEG_SETUP.format(cls=cls)
     )
     for cls, method, wrong in [
         ("VisChi2", "chi2_from_vis", "vis[:, None]"),
         ("VisChi2", "residuals_from_vis", "np.stack([vis, vis])"),
         ("AmpChi2", "chi2_from_vis", "np.stack([vis, vis])"),
         ("AmpChi2", "residuals_from_vis", "vis[0]"),
-    ]:
-        message = own_error(
-            f"term.{method}({wrong})", "ValueError", setup.format(cls=cls)
-        )
+    ]
+}
+
+
+def test_one_leg_terms_name_the_shape_of_vis(unchecked):
+    """Without the suite's type checker (as users run), `VisChi2` and `AmpChi2`
+    name the shape `vis` must have: elementwise arithmetic would broadcast it."""
+    for (cls, method, wrong), case in ONE_LEG_SHAPES.items():
+        message = unchecked[case]
         assert message is not None and "`vis` has shape" in message, (
             cls, wrong, method, message,
         )  # fmt: skip

@@ -19,7 +19,10 @@ import pytest
 
 import eqmodels as em
 from tests.helpers import assert_allclose
-from tests.test_terms import BEAM, FLUX
+from tests.problems.terms import BEAM, FLUX
+
+
+pytestmark = pytest.mark.slow  # the eht-imaging oracle
 
 
 ehtim = pytest.importorskip("ehtim")

@@ -3,8 +3,6 @@
 station pairs and time slots on every row, shared transforms for subclasses and
 users' terms, and what an objective holds."""
 
-import functools
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -12,15 +10,13 @@ import numpy as np
 import pytest
 
 import eqmodels as em
-from tests.conftest import TEST_DATA
 from tests.helpers import assert_allclose
-from tests.test_terms import DATA_TERMS, GRID, IMAGES, positive_image, products
+from tests.problems.m87 import DAY_100, DAY_101, load_day, M87_GRID, round1
+from tests.problems.terms import DATA_TERMS, GRID, IMAGES, positive_image, products
+from tests.toys import FluxDensityChi2, OwnCall
 
 
 FORWARDS = ["direct", "separable", "nufft"]
-DAY_100 = TEST_DATA / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
-DAY_101 = "eht/m87_2017/SR1_M87_2017_101_lo_hops_netcal_StokesI.uvfits"
-M87_GRID = em.ImageGrid.from_fov(32, 128.0)
 
 
 def _value_and_grad(term, x):
@@ -127,11 +123,6 @@ def test_row_errors():
     assert t.time_index.shape == (t.rows,) and np.all(np.asarray(t.time_index) == -1)
 
 
-@functools.cache
-def _day(path):
-    return em.load_uvfits(path).scan_average()
-
-
 def _products(data):
     return (
         em.amplitudes(data),
@@ -146,7 +137,7 @@ def test_rows_carry_station_pairs_and_time_slots():
     """Every leg's station pair is oriented as its (u, v): the data row of that
     baseline has (u, v) equal to the leg's when walked forwards and its negative
     when walked backwards; every row's time slot indexes the data's timestamps."""
-    data = _day(DAY_100)
+    data = load_day(DAY_100)
     a1, a2 = np.asarray(data.ant1), np.asarray(data.ant2)
     t, du, dv = np.asarray(data.time), np.asarray(data.u), np.asarray(data.v)
     lookup = {(a1[k], a2[k], t[k]): (du[k], dv[k]) for k in range(data.n_rows)}
@@ -187,39 +178,6 @@ class MyAmp(em.AmpChi2):
     def chi2_from_vis(self, vis):
         d = jnp.abs(vis) - self.amp
         return jnp.sum(jnp.log1p(self.weight * d * d)) / self.n_rows
-
-
-class FluxDensityChi2(em.AbstractDataTerm):
-    """A user term written only as `chi2_from_vis`: χ² of the total-intensity
-    visibility amplitudes' squared deviation, `(1/N) Σ w (|V̂|² − P)²`."""
-
-    forward: em.AbstractForwardModel | None
-    power: jax.Array
-    weight: jax.Array
-    n_rows: jax.Array
-
-    row_fields = ("power", "weight")
-
-    def __init__(self, forward, power, sigma):
-        self.forward = forward
-        self.power = jnp.asarray(power)
-        self.weight = jnp.asarray(1.0 / np.asarray(sigma) ** 2)
-        self.n_rows = em.n_rows_leaf(len(power))
-
-    def chi2_from_vis(self, vis):
-        d = jnp.real(vis) ** 2 + jnp.imag(vis) ** 2 - self.power
-        return jnp.sum(self.weight * d * d) / self.n_rows
-
-    def residuals_from_vis(self, vis):
-        d = jnp.real(vis) ** 2 + jnp.imag(vis) ** 2 - self.power
-        return jnp.sqrt(self.weight / self.n_rows) * d
-
-
-class OwnCall(em.AmpChi2):
-    """Overrides `__call__`: served by its own forward model, never shared."""
-
-    def __call__(self, image):
-        return 2.0 * super().__call__(image)
 
 
 @pytest.mark.parametrize("forward", ["direct", "nufft"])
@@ -277,35 +235,13 @@ def _leaf_bytes(tree) -> int:
     return sum(x.nbytes for x in jax.tree_util.tree_leaves(tree) if eqx.is_array(x))
 
 
-def _round1(data, forward, grid=M87_GRID):
-    amp, cph, lca = (
-        em.amplitudes(data),
-        em.closure_phases(data),
-        em.log_closure_amplitudes(data),
-    )
-    terms = (
-        em.AmpChi2.from_data(amp, grid, forward=forward),
-        em.ClosurePhaseChi2.from_data(cph, grid, forward=forward),
-        em.LogClosureAmpChi2.from_data(lca, grid, forward=forward),
-    )
-    prior = em.GaussianImage(grid, 0.6, em.uas_to_rad(40.0))()
-    obj = (
-        0.2 * terms[0]
-        + terms[1]
-        + terms[2]
-        + 100 * em.SimpleEntropy(prior, flux=0.6, normalise=True)
-        + em.TV(grid)
-    )
-    return terms, obj
-
-
 @pytest.mark.parametrize("forward", FORWARDS)
 def test_objective_holds_only_shared_transforms_and_rows(forward):
     """Byte accounting of the round-1 objective: the shared transform, each data
     term's per-row leaves, `n_rows` and `index_key`, the gathers, regularizers and weights —
     nothing else (no member keeps its own forward model)."""
-    data = _day(DAY_100)
-    terms, obj = _round1(data, forward)
+    data = load_day(DAY_100)
+    terms, obj = round1(data, forward)
     (group,) = obj.shared
     rows = sum(
         _leaf_bytes([getattr(t, f) for f in t.row_fields])
@@ -324,10 +260,10 @@ def test_objective_holds_only_shared_transforms_and_rows(forward):
 def _two_days(shared_data):
     """M87 2017 04-10 and 04-11 lo, scan-averaged (04-11 from ../shared/data); without
     it, 04-10 and 04-10 without one station (two row counts, same structure)."""
-    first = _day(DAY_100)
+    first = load_day(DAY_100)
     other = shared_data / DAY_101 if shared_data is not None else None
     if other is not None and other.is_file():
-        return first, _day(str(other))
+        return first, load_day(str(other))
     return first, first.flag_stations(["SM"])
 
 
@@ -339,13 +275,14 @@ def maybe_shared(request):
         return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("forward", ["separable", "nufft"])
 def test_vmap_over_data_sets_of_different_lengths(maybe_shared, forward):
     """Two real data sets padded to one length: one compiled program for the vmapped
     pair, and the padded objectives of either day run through one compiled program
     too; values equal the unpadded terms to 1e-14."""
     days = _two_days(maybe_shared)
-    built = [_round1(d, forward) for d in days]
+    built = [round1(d, forward) for d in days]
     lengths = [tuple(t.rows for t in terms) for terms, _ in built]
     assert lengths[0] != lengths[1]
     stacked = em.pad_and_stack([obj for _, obj in built])

@@ -34,7 +34,7 @@ def vis_term():
     return em.VisChi2(em.DirectFT(GRID, U, V), OBS, SIGMA)
 
 
-class ScaledGradient(em.AbstractRegularizer, strict=True):
+class ScaledGradient(em.AbstractRegularizer):
     """Σ I²/2 with a custom derivative that is off by a factor 1.5."""
 
     def penalty(self, image):
@@ -49,7 +49,7 @@ def _half_sum_sq(x):
 _half_sum_sq.defvjp(lambda x: (_half_sum_sq(x), x), lambda x, g: (1.5 * g * x,))
 
 
-class NotJittable(em.AbstractRegularizer, strict=True):
+class NotJittable(em.AbstractRegularizer):
     """Python control flow on an array value: fine eagerly, not under jit."""
 
     def penalty(self, image):
@@ -58,7 +58,7 @@ class NotJittable(em.AbstractRegularizer, strict=True):
         return jnp.sum(image)
 
 
-class UndeclaredRows(em.AbstractDataTerm, strict=True):
+class UndeclaredRows(em.AbstractDataTerm):
     """A data term holding a per-row leaf (`power`) it forgot to list in
     `row_fields`: right alone, not splittable over devices."""
 
@@ -218,7 +218,7 @@ def test_check_transforms_catches_a_term_that_cannot_be_sharded():
         emt.check_transforms(term, IMAGE)
 
 
-class _Wrapped(em.AbstractForwardModel, strict=True):
+class _Wrapped(em.AbstractForwardModel):
     """A wrapper whose points are properties: it cannot declare `point_fields`."""
 
     inner: em.DirectFT
@@ -257,7 +257,7 @@ def test_check_transforms_skips_sharding_a_model_without_point_fields():
     emt.check_transforms(term, rng.uniform(0.1, 1, grid.shape))
 
 
-class WrongResiduals(em.AbstractRegularizer, strict=True):
+class WrongResiduals(em.AbstractRegularizer):
     """Σ I² whose `residuals` are I/2: Gauss-Newton would minimise Σ I²/4."""
 
     def penalty(self, image):
@@ -289,7 +289,7 @@ def test_check_transforms_catches_residuals_that_disagree_with_the_value():
         emt.check_transforms(term, IMAGE)
 
 
-class JitlessResiduals(em.AbstractRegularizer, strict=True):
+class JitlessResiduals(em.AbstractRegularizer):
     """Σ I² whose `residuals` use Python control flow on a value: right eagerly,
     not under jit (where Gauss-Newton evaluates them)."""
 
@@ -310,7 +310,7 @@ def _identity_3x(x):
 _identity_3x.defvjp(lambda x: (x, None), lambda _, g: (3.0 * g,))
 
 
-class WrongResidualJacobian(em.AbstractRegularizer, strict=True):
+class WrongResidualJacobian(em.AbstractRegularizer):
     """Σ I² whose `residuals` (I) are right in value, with a derivative 3× too
     large: Gauss-Newton would take steps a third of the right length."""
 

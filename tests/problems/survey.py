@@ -1,5 +1,6 @@
-"""A small survey problem shared by tests/test_survey.py and the child processes it
-starts (tests/survey_child.py): 6 configurations = 3 weightings × 2 data sets."""
+"""The survey problems of tests/test_survey.py and the child processes it starts
+(tests/survey_child.py): 6 configurations = 3 weightings × 2 data sets, and four
+least-squares data sets."""
 
 import jax.numpy as jnp
 import numpy as np
@@ -31,3 +32,21 @@ def configurations():
 
 SOLVER = em.LBFGS()
 MAX_STEPS = 40
+
+
+def least_squares_problem():
+    """Four data sets on a 16² grid: 256 parameters (the deadlock below needs
+    Cholesky factorisations large enough for jaxlib to split its batch)."""
+    grid = em.ImageGrid.from_fov(16, 128.0)
+    rng = np.random.default_rng(3)
+    u, v = rng.uniform(-0.35, 0.35, (2, 200)) / grid.psize
+    fwd = em.DirectFT(grid, u, v)
+    truth = fwd(jnp.asarray(rng.uniform(0.2, 1.0, grid.shape)))
+    sigma = np.full(200, 0.05)
+    objectives = [
+        em.VisChi2(fwd, truth + sigma * rng.standard_normal(200), sigma)
+        for _ in range(4)
+    ]
+    return objectives, em.PixelImage(
+        grid, np.full(grid.shape, 0.5), transform="identity"
+    )

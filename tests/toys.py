@@ -1,0 +1,82 @@
+"""Users' modules shared by several tests: subclasses of eqmodels' bases written as
+a user would (in a module outside `eqmodels`)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import eqmodels as em
+
+
+class FluxDensityChi2(em.AbstractDataTerm):
+    """A user term written only as `chi2_from_vis`: χ² of the total-intensity
+    visibility amplitudes' squared deviation, `(1/N) Σ w (|V̂|² − P)²`."""
+
+    forward: em.AbstractForwardModel | None
+    power: jax.Array
+    weight: jax.Array
+    n_rows: jax.Array
+
+    row_fields = ("power", "weight")
+
+    def __init__(self, forward, power, sigma):
+        self.forward = forward
+        self.power = jnp.asarray(power)
+        self.weight = jnp.asarray(1.0 / np.asarray(sigma) ** 2)
+        self.n_rows = em.n_rows_leaf(len(power))
+
+    def chi2_from_vis(self, vis):
+        d = jnp.real(vis) ** 2 + jnp.imag(vis) ** 2 - self.power
+        return jnp.sum(self.weight * d * d) / self.n_rows
+
+    def residuals_from_vis(self, vis):
+        d = jnp.real(vis) ** 2 + jnp.imag(vis) ** 2 - self.power
+        return jnp.sqrt(self.weight / self.n_rows) * d
+
+
+class OwnCall(em.AmpChi2):
+    """Overrides `__call__`: served by its own forward model, never shared."""
+
+    def __call__(self, image):
+        return 2.0 * super().__call__(image)
+
+
+class PowerChi2(em.AbstractDataTerm):
+    """docs/extending.md's data term: χ² = (1/N) Σ w (|V̂|² − P)²."""
+
+    forward: em.AbstractForwardModel | None
+    power: jax.Array
+    weight: jax.Array
+    n_rows: jax.Array
+    report_name = "power"
+    row_fields = ("power", "weight")
+
+    def __init__(self, forward, power, sigma):
+        self.forward = forward
+        self.power = jnp.asarray(power)
+        self.weight = jnp.asarray(1.0 / np.asarray(sigma) ** 2)
+        self.n_rows = em.n_rows_leaf(np.shape(power)[0])
+
+    def residuals_from_vis(self, vis):
+        return jnp.sqrt(self.weight / self.n_rows) * (jnp.abs(vis) ** 2 - self.power)
+
+    def chi2_from_vis(self, vis):
+        r = self.residuals_from_vis(vis)
+        return jnp.sum(r * r)
+
+
+class ComplexResiduals(PowerChi2):
+    def residuals_from_vis(self, vis):
+        return jnp.sqrt(self.weight / self.n_rows) * (vis - 1)
+
+
+class VectorPenalty(em.AbstractRegularizer):
+    def penalty(self, image):
+        return jnp.sum(image**2, axis=0)
+
+
+class IntegerModel(em.AbstractImageModel):
+    grid: em.ImageGrid
+
+    def __call__(self):
+        return jnp.ones(self.grid.shape, jnp.int32)
