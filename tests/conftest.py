@@ -100,7 +100,7 @@ class _Unchecked:
         return result["value"]
 
 
-# The heaviest single cases of the core lane (by `--durations`, 2-8 s each): edge
+# The heaviest single cases of the core lane (by `--durations`, 2.2-8 s each): edge
 # cases, float32 and hardening checks whose module keeps its numpy / FD / jit / vmap
 # checks in the core lane. They run in the slow lane, which keeps the core lane
 # under 4 minutes on 2 cores.
@@ -129,6 +129,20 @@ SLOW_CASES = {
     "tests/test_regularizers.py::test_float32_tv_gradient_at_faint_pixels",
     "tests/test_cli.py::test_closure_score_takes_models_and_refuses_unscorable_images",
     "tests/test_numerics.py::test_building_an_objective_compiles_nothing",
+    "tests/test_gains_extending.py::test_user_gains_survey_of_one_structure_equals_single_solves",
+    "tests/test_forward.py::test_nufft_derivatives_of_every_mode_and_order_match_numpy[nufftax]",
+    "tests/test_testing.py::test_check_transforms_checks_residuals_against_the_value[objective]",
+    "tests/test_testing.py::test_check_transforms_skips_sharding_a_model_without_point_fields",
+    "tests/test_solve.py::test_gradient_solvers_reach_the_closed_form_minimum[LBFGS(memory_size=10, linesearch='zoom',-200-1e-07]",
+    "tests/test_solve.py::test_lbfgs_matrix_two_loop_equals_the_textbook_recursion[1]",
+    "tests/test_objective.py::test_chi2_offset_survey_and_sum",
+    "tests/test_objective.py::test_shared_transform_equals_separate_terms[separable]",
+    "tests/test_objective_m87.py::test_round1_objective_equals_numpy_reference[101-direct]",
+    "tests/test_objective_m87.py::test_round1_objective_equals_numpy_reference[101-nufft]",
+    "tests/test_regularizers.py::test_float32_images_stay_float32",
+    "tests/test_sharding.py::test_inside_objective_with_shared_transform[separable-4]",
+    "tests/test_sharding.py::test_inside_objective_with_shared_transform[separable-8]",
+    "tests/test_survey.py::test_resume_after_an_interruption_recomputes_nothing",
 }
 
 
