@@ -381,3 +381,26 @@ def test_the_wrapper_of_docs_extending_runs():
     inner = em.AmpChi2(fwd, 2 * np.abs(np.asarray(fwd(IMG))), ONES)
     assert float(ns["Scaled"](inner, 2.0)(IMG)) < 1e-20
     assert float(inner(IMG)) > 1.0
+
+
+@pytest.mark.slow
+def test_a_survey_of_users_subclasses_equals_single_solves():
+    """A survey over objectives built only of a user's classes — a forward model
+    declaring Hermitian points (two terms share one transform), a data term, a
+    sum-of-squares regularizer, an image model — is the batch of its single
+    solves, configuration by configuration (weights differ)."""
+    rng = np.random.default_rng(4)
+    truth = jnp.asarray(rng.uniform(0.1, 1, GRID.shape))
+    power = np.abs(np.asarray(HermitianDFT(GRID, U, V)(truth))) ** 2
+    amp = np.abs(np.asarray(HermitianDFT(GRID, -U, -V)(truth)))
+    data = PowerChi2(HermitianDFT(GRID, U, V), power, power * 0.1 + 1.0)
+    amps = em.AmpChi2(HermitianDFT(GRID, -U, -V), amp, 0.1 * amp + 0.1)
+    objectives = [data + amps + w * SumSquares(truth * 0 + 0.5) for w in (0.1, 1.0, 3.0)]
+    assert len(objectives[0].shared) == 1  # the two terms share one transform
+    model = Doubled(GRID, jnp.full(GRID.shape, 0.25))
+    result = em.survey(objectives, model, max_steps=30)
+    for i, obj in enumerate(objectives):
+        single = em.solve(obj, model, max_steps=30)
+        assert_allclose(result[i].model.pixels, single.model.pixels, rtol=1e-9)
+        assert_allclose(result[i].value, single.value, rtol=1e-12)
+        assert int(result[i].steps) == int(single.steps)
