@@ -11,7 +11,7 @@ import pytest
 
 import eqmodels as em
 from tests.helpers import assert_allclose
-from tests.toys import ComplexResiduals, PowerChi2, VectorPenalty
+from tests.toys import ComplexResiduals, PowerChi2, SumSquares, VectorPenalty
 from tests.unchecked import unchecked_error
 
 
@@ -138,20 +138,10 @@ def test_an_undeclared_per_row_leaf_is_named_by_row_operations():
             op()
 
 
-class ArrayL2(em.AbstractRegularizer):
-    prior: jax.Array
-
-    def penalty(self, image):
-        return jnp.sum((image - self.prior) ** 2)
-
-    def residuals(self, image):
-        return (image - self.prior).ravel()
-
-
 def test_a_regularizers_residuals_get_an_array_alone_and_in_an_objective():
     model = em.PixelImage.from_image(IMG, GRID, transform="identity")
-    alone = em.solve(ArrayL2(IMG / 2), model, "gauss-newton", max_steps=2)
-    inside = em.solve(1.0 * ArrayL2(IMG / 2), model, "gauss-newton", max_steps=2)
+    alone = em.solve(SumSquares(IMG / 2), model, "gauss-newton", max_steps=2)
+    inside = em.solve(1.0 * SumSquares(IMG / 2), model, "gauss-newton", max_steps=2)
     assert_allclose(alone.value, inside.value, rtol=1e-12)
     assert float(alone.value) < 1e-20  # one Gauss-Newton step solves it
 
@@ -229,7 +219,7 @@ def test_an_image_model_of_the_wrong_shape_is_named():
     with pytest.raises(
         ValueError, match=r"Transposed\(\) returned .*\(10, 8\).*\(8, 10\)"
     ):
-        ArrayL2(jnp.ones(grid.shape))(model)
+        SumSquares(jnp.ones(grid.shape))(model)
 
 
 class ReadsForward(PowerChi2):

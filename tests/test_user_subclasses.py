@@ -16,6 +16,7 @@ import pytest
 import eqmodels as em
 import eqmodels.testing as emt
 from tests.helpers import assert_allclose
+from tests.toys import PowerChi2, SumSquares
 from tests.unchecked import unchecked_error
 
 
@@ -114,30 +115,6 @@ def test_mirrored_points_merge_when_model_and_pulse_declare_it(make, merged):
     assert len(obj.shared) == 1
     assert obj.shared[0].forward.u.shape == ((10,) if merged else (20,))
     assert_allclose(obj.values(IMG), (t1(IMG), t2(IMG)), rtol=1e-12)
-
-
-class PowerChi2(em.AbstractDataTerm):
-    """χ² of visibility power, `(1/N) Σ w (|V̂|² − P)²`."""
-
-    forward: em.AbstractForwardModel | None
-    power: jax.Array
-    weight: jax.Array
-    n_rows: jax.Array
-    report_name = "power"
-    row_fields = ("power", "weight")
-
-    def __init__(self, forward, power, sigma):
-        self.forward = forward
-        self.power = jnp.asarray(power)
-        self.weight = jnp.asarray(1.0 / np.asarray(sigma) ** 2)
-        self.n_rows = em.n_rows_leaf(np.shape(power)[0])
-
-    def residuals_from_vis(self, vis):
-        return jnp.sqrt(self.weight / self.n_rows) * (jnp.abs(vis) ** 2 - self.power)
-
-    def chi2_from_vis(self, vis):
-        r = self.residuals_from_vis(vis)
-        return jnp.sum(r * r)
 
 
 class CountingPower(PowerChi2):
@@ -257,18 +234,6 @@ def test_our_wrappers_subclass_the_public_wrapper_base():
     assert issubclass(em.ShardedChi2, em.AbstractTermWrapper)
     assert issubclass(em.ShardedChi2, em.AbstractSharded)
     assert issubclass(em.ShardedForward, em.AbstractSharded)
-
-
-class SumSquares(em.AbstractRegularizer):
-    """A user's sum-of-squares regularizer (defines `residuals`)."""
-
-    prior: jax.Array
-
-    def penalty(self, image):
-        return jnp.sum((image - self.prior) ** 2)
-
-    def residuals(self, image):
-        return (image - self.prior).ravel()
 
 
 class NotSquares(em.AbstractRegularizer):

@@ -80,3 +80,15 @@ class IntegerModel(em.AbstractImageModel):
 
     def __call__(self):
         return jnp.ones(self.grid.shape, jnp.int32)
+
+
+class SumSquares(em.AbstractRegularizer):
+    """A user's sum-of-squares regularizer (defines `residuals`)."""
+
+    prior: jax.Array
+
+    def penalty(self, image):
+        return jnp.sum((image - self.prior) ** 2)
+
+    def residuals(self, image):
+        return (image - self.prior).ravel()
