@@ -258,9 +258,9 @@ def test_self_calibrate_forward_errors(corrupted):
     with pytest.raises(ValueError, match="`forward` must be one of"):
         em.self_calibrate(corrupted, img, grid=GRID, forward="fft")
     fwd = em.DirectFT(GRID, corrupted.u, corrupted.v)
-    with pytest.raises(TypeError, match="a DirectFT built for other points"):
+    with pytest.raises(TypeError, match="a built DirectFT, not a way to build one"):
         em.self_calibrate(corrupted, img, grid=GRID, forward=fwd)
-    with pytest.raises(TypeError, match="built a ndarray, not a forward model"):
+    with pytest.raises(TypeError, match="returned ndarray, not a forward model"):
         em.self_calibrate(
             corrupted, img, grid=GRID, forward=lambda grid, u, v: np.asarray(u)
         )

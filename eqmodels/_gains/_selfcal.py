@@ -43,43 +43,19 @@ _METHODS = ("both", "phase", "amp")
 
 
 def _forward_model(forward, grid, u, v, pulse) -> AbstractForwardModel:
-    """The forward model `forward` names or builds at `(u, v)`: a name (as the
-    terms' `forward=`, resolved by `make_forward`), a forward model class, or a
-    callable `(grid, u, v) -> forward model`."""
-    # (The terms' `forward=` resolves classes and callables in `_forward`; this
-    # is self-calibration's own until the two are one.)
+    """The forward model `forward` names or builds at `(u, v)`, resolved as the
+    terms' `forward=` is ([`eqmodels.make_forward`][]: a name, a forward model
+    class, or a callable `(grid, u, v) -> forward model`); `None` is `"direct"`."""
+    if pulse is not None and callable(forward) and not isinstance(
+        forward, type | AbstractForwardModel
+    ):
+        raise TypeError(
+            "`pulse` is passed to a forward model that `self_calibrate` builds "
+            "(a name or a class): a callable `forward` builds its own, give "
+            "the pulse to it."
+        )
     kw = {} if pulse is None else {"pulse": pulse}
-    if forward is None or isinstance(forward, str):
-        return make_forward("direct" if forward is None else forward, grid, u, v, **kw)
-    if isinstance(forward, type) and issubclass(forward, AbstractForwardModel):
-        fwd = forward(grid, u, v, **kw)
-    elif callable(forward) and not isinstance(forward, type | AbstractForwardModel):
-        if pulse is not None:
-            raise TypeError(
-                "`pulse` is passed to a forward model that `self_calibrate` builds "
-                "(a name or a class): a callable `forward` builds its own, give "
-                "the pulse to it."
-            )
-        fwd = forward(grid, u, v)
-    else:
-        got = (
-            f"a {type(forward).__name__} built for other points (give its class, "
-            "or a callable that builds it at `u`, `v`)"
-            if isinstance(forward, AbstractForwardModel)
-            else repr(forward)
-        )
-        raise TypeError(
-            '`forward` must be a name ("direct", "separable", "nufft"), a forward '
-            "model class (a subclass of `eqmodels.AbstractForwardModel`) or a "
-            f"callable `(grid, u, v) -> forward model`, got {got}."
-        )
-    if not isinstance(fwd, AbstractForwardModel):
-        raise TypeError(
-            f"`forward` built a {type(fwd).__name__}, not a forward model: it must "
-            "return an `eqmodels.AbstractForwardModel` (e.g. `em.NUFFT(grid, u, "
-            "v)`)."
-        )
-    return fwd
+    return make_forward("direct" if forward is None else forward, grid, u, v, **kw)
 
 
 def _model_vis(data, image, grid, model_vis, pulse, forward):
