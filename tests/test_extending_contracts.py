@@ -11,15 +11,12 @@ import pytest
 
 import eqmodels as em
 from tests.helpers import assert_allclose
+from tests.problems import small_problem
 from tests.toys import ComplexResiduals, PowerChi2, SumSquares, VectorPenalty
 from tests.unchecked import unchecked_error
 
 
-GRID = em.ImageGrid(8, 8, em.uas_to_rad(5.0))
-_rng = np.random.default_rng(0)
-U, V = _rng.uniform(-0.3 / GRID.psize, 0.3 / GRID.psize, (2, 10))
-IMG = jnp.asarray(_rng.uniform(0.1, 1, GRID.shape))
-ONES = np.ones(10)
+GRID, U, V, IMG, ONES = small_problem(0)
 
 
 class GainDFT(em.AbstractForwardModel):
@@ -132,7 +129,7 @@ class Undeclared(PowerChi2):
 def test_an_undeclared_per_row_leaf_is_named_by_row_operations():
     """Only `ShardedChi2` checked `row_fields`: `take_rows` changed the χ² silently
     and `pad_rows` failed with a shape error."""
-    term = Undeclared(em.DirectFT(GRID, U, V), _rng.uniform(0, 1, 10), ONES)
+    term = Undeclared(em.DirectFT(GRID, U, V), np.linspace(0.1, 1, 10), ONES)
     for op in (lambda: term.take_rows(np.arange(10)[::-1]), lambda: term.pad_rows(12)):
         with pytest.raises(TypeError, match=r"Undeclared.power .*row_fields"):
             op()
@@ -150,11 +147,8 @@ def test_a_regularizers_residuals_get_an_array_alone_and_in_an_objective():
 _SETUP = (
     'import jax, jax.numpy as jnp; jax.config.update("jax_enable_x64", True)\n'
     "from tests.toys import ComplexResiduals, IntegerModel, VectorPenalty\n"
-    "GRID = em.ImageGrid(8, 8, em.uas_to_rad(5.0))\n"
-    "_rng = np.random.default_rng(0)\n"
-    "U, V = _rng.uniform(-0.3 / GRID.psize, 0.3 / GRID.psize, (2, 10))\n"
-    "IMG = jnp.asarray(_rng.uniform(0.1, 1, GRID.shape))\n"
-    "ONES = np.ones(10)"
+    "from tests.problems import small_problem\n"
+    "GRID, U, V, IMG, ONES = small_problem(0)"
 )
 
 

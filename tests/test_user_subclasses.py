@@ -16,15 +16,12 @@ import pytest
 import eqmodels as em
 import eqmodels.testing as emt
 from tests.helpers import assert_allclose
+from tests.problems import small_problem
 from tests.toys import PowerChi2, SumSquares
 from tests.unchecked import unchecked_error
 
 
-GRID = em.ImageGrid(8, 8, em.uas_to_rad(5.0))
-_rng = np.random.default_rng(1)
-U, V = _rng.uniform(-0.3 / GRID.psize, 0.3 / GRID.psize, (2, 10))
-IMG = jnp.asarray(_rng.uniform(0.1, 1, GRID.shape))
-ONES = np.ones(10)
+GRID, U, V, IMG, ONES = small_problem(1)
 
 
 class UserDFT(em.AbstractForwardModel):

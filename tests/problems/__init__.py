@@ -1,5 +1,6 @@
 """Small shared test problems."""
 
+import jax.numpy as jnp
 import numpy as np
 
 import eqmodels as em
@@ -34,3 +35,13 @@ FORWARDS = {
 }
 # Exact models match numpy to 1e-12; the NUFFT to its tolerance.
 FORWARD_RTOL = {"direct": 1e-12, "separable": 1e-12, "nufft": 1e-10}
+
+
+def small_problem(seed):
+    """The extension tests' problem: an 8² grid of 5 µas pixels, 10 random points
+    within 0.3 of its Nyquist limit, a random image, unit values:
+    `(grid, u, v, image, ones)`."""
+    grid = em.ImageGrid(8, 8, em.uas_to_rad(5.0))
+    rng = np.random.default_rng(seed)
+    u, v = rng.uniform(-0.3 / grid.psize, 0.3 / grid.psize, (2, 10))
+    return grid, u, v, jnp.asarray(rng.uniform(0.1, 1, grid.shape)), np.ones(10)
