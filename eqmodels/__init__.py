@@ -11,6 +11,7 @@ from ._forward._separable import SeparableFT as SeparableFT
 from ._grid import ImageGrid as ImageGrid
 from ._image._base import AbstractImageModel as AbstractImageModel
 from ._image._pixel import PixelImage as PixelImage
+from ._image._pol_base import AbstractPolImageModel as AbstractPolImageModel
 from ._pulse import (
     AbstractPulse as AbstractPulse,
     BoxPulse as BoxPulse,
@@ -191,6 +192,7 @@ __all__ = [
     "AbstractGradientSolver",
     "AbstractImageModel",
     "AbstractLeastSquaresSolver",
+    "AbstractPolImageModel",
     "AbstractPulse",
     "AbstractRegularizer",
     "AbstractSolver",

@@ -92,3 +92,52 @@ class SumSquares(em.AbstractRegularizer):
 
     def residuals(self, image):
         return (image - self.prior).ravel()
+
+
+class StokesToyChi2(em.AbstractDataTerm):
+    """A user's polarimetric term: χ² of the four Stokes visibilities,
+    `Σ w |V̂ − V|² / (2N)` over rows and Stokes columns (`vis`, `weight` `(n, 4)`)."""
+
+    forward: em.AbstractForwardModel | None
+    vis: jax.Array
+    weight: jax.Array
+    n_rows: jax.Array
+
+    polarimetric = True
+    report_name = "stokes_toy"
+    row_fields = ("vis", "weight")
+
+    def __init__(self, forward, vis, sigma):
+        self.forward = forward
+        self.vis = jnp.asarray(vis)
+        self.weight = jnp.asarray(1.0 / np.asarray(sigma) ** 2)
+        self.n_rows = em.n_rows_leaf(np.shape(vis)[0])
+
+    def chi2_from_vis(self, vis):
+        d = vis - self.vis
+        return jnp.sum(self.weight * (d.real**2 + d.imag**2)) / (2 * self.n_rows)
+
+    def residuals_from_vis(self, vis):
+        d = vis - self.vis
+        s = jnp.sqrt(self.weight / (2 * self.n_rows))
+        return jnp.concatenate([(s * d.real).ravel(), (s * d.imag).ravel()])
+
+
+class StokesToyPenalty(em.AbstractRegularizer):
+    """A user's polarimetric regularizer: `Σ (Q² + U² + V²)` (Jy²)."""
+
+    polarimetric = True
+    report_name = "pol_power"
+
+    def penalty(self, stokes):
+        return jnp.sum(stokes[1:] ** 2)
+
+
+class StokesToyImage(em.AbstractPolImageModel):
+    """A user's polarimetric image model: four free planes."""
+
+    grid: em.ImageGrid
+    planes: jax.Array
+
+    def __call__(self):
+        return self.planes

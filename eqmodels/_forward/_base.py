@@ -112,6 +112,18 @@ class AbstractForwardModel(eqx.Module):
             lambda m: tuple(getattr(m, n) for n in names), self, tuple(new)
         )
 
+    def batched(self, images: Float[Array, "b ny nx"]) -> Complex[Array, " b *points"]:
+        """The visibilities of several images on the grid at once (the Stokes planes
+        of a polarimetric image): one batched transform, `jax.vmap(self)` (one
+        matrix product for the dense models, one batched NUFFT). Override it where
+        a model has a faster batched path.
+
+        **Arguments:** `images`, shape `(b, ny, nx)`.
+
+        **Returns:** `(b, *points)`.
+        """
+        return jax.vmap(lambda image: self(image))(images)
+
     @property
     def dtype(self) -> np.dtype:
         """The real floating dtype of the model (float32 or float64)."""
@@ -243,3 +255,12 @@ def take_rows(x, idx):
     ):
         return asarray(np.asarray(x)[idx])
     return jnp.take(x, asarray(idx), axis=0)
+
+
+def stokes_vis(
+    forward: "AbstractForwardModel", stokes: Float[Array, "4 ny nx"]
+) -> Complex[Array, "*points 4"]:
+    """The Stokes visibilities of a polarimetric image, `(*points, 4)` (I, Q, U, V
+    last, so that rows stay the leading axis), from one batched transform of its
+    four planes."""
+    return jnp.moveaxis(forward.batched(stokes), 0, -1)

@@ -46,6 +46,13 @@ class GainCorrected(AbstractTermWrapper):
         """
         if not isinstance(term, AbstractDataTerm):
             raise TypeError(f"`term` must be a data term, got {type(term).__name__}.")
+        if term.polarimetric:
+            raise TypeError(
+                f"`term` is a polarimetric term ({type(term).__name__}): "
+                "`GainCorrected` applies one complex gain per station (Stokes I); "
+                "station gains and leakage of polarimetric data are Jones matrices, "
+                "`eqmodels.StationJones`."
+            )
         if isinstance(term, GainCorrected):
             raise TypeError(
                 "`term` is already a GainCorrected: give its inner term "

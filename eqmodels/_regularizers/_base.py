@@ -15,6 +15,7 @@ from .._image._base import AbstractImageModel
 from .._numerics import asarray
 from .._terms._inputs import (
     as_image,
+    as_stokes,
     check_real_scalar,
     default_name,
     ImageLike,
@@ -28,7 +29,9 @@ class AbstractRegularizer(AbstractTerm):
     """Base class of regularizers: a penalty on the image, to be **minimised**.
 
     `reg(image)` accepts an `(ny, nx)` array or an [`eqmodels.AbstractImageModel`][];
-    subclasses implement `penalty(image)` on the array. Regularizers compose with
+    subclasses implement `penalty(image)` on the array (a polarimetric regularizer,
+    declaring `polarimetric = True`, gets the four Stokes planes `(4, ny, nx)`; a
+    Stokes I one given a polarimetric image, its I plane). Regularizers compose with
     data terms into an [`eqmodels.Objective`][]: `100 * SimpleEntropy(...) + ...`.
 
     Entropies are returned with eht-imaging's sign flipped (eht-imaging maximises
@@ -52,10 +55,11 @@ class AbstractRegularizer(AbstractTerm):
 
         **Returns:** the penalty (a scalar).
         """
-        return check_real_scalar(
-            self.penalty(as_image(image, term_grid(self))), default_name(self), self
-        )
-
+        if self.polarimetric:
+            arr = as_stokes(image, term_grid(self), type(self).__name__)
+        else:
+            arr = as_image(image, term_grid(self))
+        return check_real_scalar(self.penalty(arr), default_name(self), self)
 
     def residuals(self, image: ImageLike) -> Float[Array, " m"]:
         """Optional: the real residual vector `r` of a penalty that is a sum of

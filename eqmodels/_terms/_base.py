@@ -20,11 +20,18 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
-from .._forward._base import AbstractForwardModel, gather_index, take_rows
+from .._forward._base import (
+    AbstractForwardModel,
+    gather_index,
+    stokes_vis,
+    take_rows,
+)
 from .._numerics import asarray
 from .._validation import is_concrete
 from ._inputs import (
     as_image as as_image,
+    as_planes as as_planes,
+    as_stokes as as_stokes,
     check_real_residuals as check_real_residuals,
     check_real_scalar as check_real_scalar,
     default_name as default_name,
@@ -116,9 +123,12 @@ class AbstractDataTerm(AbstractTerm):
         """
 
     def model_vis(self, image: ImageLike) -> Complex[Array, "*points"]:
-        """The model visibilities at the term's points (one forward evaluation).
+        """The model visibilities at the term's points (one forward evaluation):
+        shaped like the points, or `(*points, 4)` (Stokes I, Q, U, V last) for a
+        term that declares `polarimetric`.
 
-        **Arguments:** `image`, an `(ny, nx)` array or an image model.
+        **Arguments:** `image`, an `(ny, nx)` array or an image model (a
+        polarimetric one, or a `(4, ny, nx)` array, for a polarimetric term).
         """
         if self.forward is None:
             raise ValueError(
@@ -128,6 +138,9 @@ class AbstractDataTerm(AbstractTerm):
                 "(`objective.report(image)`), or use the term you built the objective "
                 "from."
             )
+        if self.polarimetric:
+            stokes = as_stokes(image, self.forward.grid, type(self).__name__)
+            return stokes_vis(self.forward, stokes)
         return self.forward(as_image(image, self.forward.grid))
 
     def __call__(self, image: ImageLike) -> Scalar:

@@ -14,15 +14,19 @@ from .._image._base import AbstractImageModel, evaluated_on
 from .._numerics import asarray
 
 
-ImageLike: TypeAlias = Float[ArrayLike, "ny nx"] | AbstractImageModel
+ImageLike: TypeAlias = (
+    Float[ArrayLike, "ny nx"] | Float[ArrayLike, "4 ny nx"] | AbstractImageModel
+)
 
 
-def as_image(
-    image: Float[ArrayLike, "ny nx"] | AbstractImageModel,
+def as_planes(
+    image: Float[ArrayLike, "ny nx"] | Float[ArrayLike, "4 ny nx"] | AbstractImageModel,
     grid: ImageGrid | None = None,
-) -> Float[Array, "ny nx"]:
-    """An image array from an image array or an image model; an image model must be
-    on `grid` (when given; grids are static, so this is checked at trace time)."""
+) -> Float[Array, "ny nx"] | Float[Array, "4 ny nx"]:
+    """The image as an array, as given: `(ny, nx)`, or the four Stokes planes
+    `(4, ny, nx)` of a polarimetric image (an array, or a model declaring
+    `polarimetric`). An image model must be on `grid` (when given; grids are static,
+    so this is checked at trace time)."""
     if isinstance(image, AbstractImageModel):
         arr = asarray(
             evaluated_on(
@@ -49,7 +53,8 @@ def as_image(
             "`image` is an eht-imaging Image: pass its pixels, "
             "`image.imvec.reshape(image.ydim, image.xdim)` (Jy/pixel; row 0 north, "
             "column 0 east, as eqmodels' images), with a grid of its pixel size, "
-            "`em.ImageGrid(image.ydim, image.xdim, image.psize)`."
+            "`em.ImageGrid(image.ydim, image.xdim, image.psize)`; for its "
+            "polarimetric planes stack I, Q, U, V into a `(4, ny, nx)` array."
         )
     else:
         try:
@@ -71,6 +76,47 @@ def as_image(
             f"{who} must be float32 or float64, got {arr.dtype}: the pixel size "
             "(~1e-11 rad) and the terms' constants underflow in half precision. "
             "Cast it first (`image.astype(jnp.float32)`)."
+        )
+    return arr
+
+
+def is_stokes(arr: Array, grid: ImageGrid | None = None) -> bool:
+    """Whether the array `arr` is a Stokes image `(4, ny, nx)` (on `grid`, when
+    given). Shapes are static: decided at trace time."""
+    shape = tuple(jnp.shape(arr))
+    if len(shape) != 3 or shape[0] != 4:
+        return False
+    return grid is None or shape[1:] == tuple(grid.shape)
+
+
+def as_image(
+    image: Float[ArrayLike, "ny nx"] | Float[ArrayLike, "4 ny nx"] | AbstractImageModel,
+    grid: ImageGrid | None = None,
+) -> Float[Array, "ny nx"]:
+    """An image array `(ny, nx)` from an image array or an image model; an image
+    model must be on `grid` (when given; grids are static, so this is checked at
+    trace time). A polarimetric image (a `(4, ny, nx)` array or a polarimetric
+    model) gives its Stokes I plane: what a Stokes I term or regularizer uses."""
+    arr = as_planes(image, grid)
+    return arr[0] if is_stokes(arr, grid) else arr
+
+
+def as_stokes(
+    image: ArrayLike | AbstractImageModel,  # checked here, with the message below
+    grid: ImageGrid | None = None,
+    who: str = "a polarimetric term",
+) -> Float[Array, "4 ny nx"]:
+    """The four Stokes planes `(4, ny, nx)` (I, Q, U, V) of a polarimetric image:
+    a `(4, ny, nx)` array or a polarimetric image model (on `grid`, when given).
+    An `(ny, nx)` image is refused (`who` names what needs the four planes)."""
+    arr = as_planes(image, grid)
+    if not is_stokes(arr, grid):
+        want = "(4, ny, nx)" if grid is None else f"(4, {grid.ny}, {grid.nx})"
+        raise ValueError(
+            f"{who} needs the four Stokes planes I, Q, U, V, an array of shape "
+            f"{want} or a polarimetric image model (e.g. `eqmodels.PolPixelImage`), "
+            f"got an image of shape {tuple(jnp.shape(arr))}: stack the planes "
+            "(`jnp.stack([i, q, u, v])`), or use a Stokes I term for an I image."
         )
     return arr
 

@@ -25,12 +25,14 @@ from .._numerics import asarray
 from .._sharding._mesh import sharded_parts, unsplit
 from .._validation import is_concrete
 from ._inputs import (
-    as_image,
+    as_planes,
+    as_stokes,
     check_real_residuals,
     check_real_scalar,
     default_name,
     from_shared_vis,
     ImageLike,
+    is_stokes,
     term_grid,
 )
 from ._shared import merge, raw_source, share_key, SharedForward, unwrap
@@ -57,6 +59,13 @@ class AbstractTerm(eqx.Module):
     declare it; a regularizer does when it defines `residuals` (defining it sets
     the flag, unless the class sets `has_residuals` itself).
 
+    **Polarimetric terms.** The class attribute `polarimetric` (default `False`)
+    declares that the term is evaluated on the four Stokes planes of a
+    polarimetric image (`(4, ny, nx)`, I, Q, U, V): a data term's
+    `chi2_from_vis` / `residuals_from_vis` then receive the Stokes visibilities
+    `(*points, 4)`, a regularizer's `penalty` the `(4, ny, nx)` planes. A term
+    that does not declare it, given a polarimetric image, uses its I plane.
+
     **Report names.** The class attribute `report_name` is the key under which an
     objective reports the term (`"amp"`, `"cphase"`, `"tv"`, ... for the built-in
     terms, eht-imaging's short names). A subclass inherits its parent's unless it
@@ -65,6 +74,7 @@ class AbstractTerm(eqx.Module):
 
     report_name: ClassVar[str | None] = None
     has_residuals: ClassVar[bool] = False
+    polarimetric: ClassVar[bool] = False
     is_data: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs):
@@ -464,10 +474,27 @@ class Objective(AbstractTerm):
         )
 
     def _served_vis(self, img) -> dict[int, Array]:
-        """Each shared member's visibilities, by term position."""
+        """Each shared member's visibilities, by term position. Given a Stokes image
+        `(4, ny, nx)`, a group with a polarimetric member transforms the four planes
+        at once (its Stokes I members get the I column), a group without one the I
+        plane alone."""
         served = {}
+        stokes = is_stokes(img)
         for group in self.shared:
-            served.update(zip(group.members, group(img)))
+            pol = [self.terms[m].polarimetric for m in group.members]
+            if not stokes:
+                if any(pol):
+                    m = group.members[pol.index(True)]
+                    as_stokes(img, None, f"term {self.names[m]!r}")  # refuses
+                served.update(zip(group.members, group(img)))
+            elif any(pol):
+                vis = group.stokes(img)
+                served.update(
+                    (m, v if p else v[..., 0])
+                    for m, v, p in zip(group.members, vis, pol)
+                )
+            else:
+                served.update(zip(group.members, group(img[0])))
         return served
 
     def values(self, image: ImageLike) -> tuple[Scalar, ...]:
@@ -476,7 +503,7 @@ class Objective(AbstractTerm):
         **Arguments:** `image`, an `(ny, nx)` array or an image model (evaluated
         once; each shared transform too).
         """
-        img = as_image(image, objective_grid(self))
+        img = as_planes(image, objective_grid(self))
         served = self._served_vis(img)
         values = tuple(
             from_shared_vis(t, "chi2_from_vis", served[i]) if i in served else t(img)
@@ -510,7 +537,7 @@ class Objective(AbstractTerm):
                 "residuals need non-negative weights (they are scaled by sqrt(w)); "
                 f"got {np.asarray(self.weights)}."
             )
-        img = as_image(image, objective_grid(self))
+        img = as_planes(image, objective_grid(self))
         served = self._served_vis(img)
         out = []
         for i, t in enumerate(self.terms):

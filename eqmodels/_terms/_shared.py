@@ -23,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Complex, Float, Int
 
-from .._forward._base import AbstractForwardModel, take_rows
+from .._forward._base import AbstractForwardModel, stokes_vis, take_rows
 from .._numerics import asarray
 from .._sharding._forward import ShardedForward
 from .._sharding._mesh import host_array, replicate
@@ -94,6 +94,18 @@ class SharedForward(eqx.Module):
         vis = self.forward(image)
         return tuple(
             jnp.where(cj, jnp.conj(vis[idx]), vis[idx])
+            for idx, cj in zip(self.index, self.conj)
+        )
+
+    def stokes(
+        self, stokes: Float[Array, "4 ny nx"]
+    ) -> tuple[Complex[Array, "... 4"], ...]:
+        """The Stokes visibilities `(*points, 4)` of each member, in `members`
+        order, from one batched transform of the four planes (each plane is real,
+        so a merged point's conjugate serves its reverse plane by plane)."""
+        vis = stokes_vis(self.forward, stokes)
+        return tuple(
+            jnp.where(cj[..., None], jnp.conj(vis[idx]), vis[idx])
             for idx, cj in zip(self.index, self.conj)
         )
 

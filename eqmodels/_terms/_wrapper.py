@@ -55,6 +55,11 @@ class AbstractTermWrapper(AbstractDataTerm):
         return default_name(self.term)
 
     @property
+    def polarimetric(self) -> bool:  # type: ignore[override]
+        """The inner term's declaration."""
+        return self.term.polarimetric
+
+    @property
     def weight(self) -> Float[Array, " n *values"]:  # type: ignore[override]
         return self.term.weight
 
