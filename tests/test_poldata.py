@@ -277,6 +277,10 @@ def test_take_and_select_match_stokes_i(hops):
     np.testing.assert_array_equal(
         _np(snr.time), _np(hops.stokes_i().select(snr_min=10.0).time)
     )
+    no_jc = hops.flag_stations(["JC"])
+    assert not _np(no_jc.flag)[:, 0].any()  # JC's rows were the ones without RR
+    assert hops.select_stations(["AA", "AP"]).baselines() == [("AA", "AP")]
+    assert _np(hops.select_time(1.0, 2.0).time).max() <= 2.0
     with pytest.raises(ValueError, match="unknown station"):
         hops.select(stations=["XX"])
     with pytest.raises(ValueError, match="removed every row"):
@@ -303,7 +307,6 @@ def test_scan_average_per_correlation():
     assert _np(avg.flag)[row, 2] and np.isnan(_np(avg.corr)[row, 2])
 
 
-@pytest.mark.slow
 def test_scan_average_commutes_with_stokes_i(hops):
     """Where a baseline's parallel hands are flagged together through a scan (JC
     has no RR at all), averaging the correlations and then taking Stokes I equals

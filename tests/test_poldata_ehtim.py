@@ -184,3 +184,25 @@ def test_ehtim_reads_what_save_uvfits_writes(pair, tmp_path):
     assert _rel(sigma[ok], want_s[ok]) <= 1e-12
     assert_allclose(np.asarray(rows["u"]), np.asarray(ours.u), rtol=1e-12)
     assert obs.mjd == ours.mjd and obs.source == ours.source
+
+
+def test_scan_average_per_correlation(pair):
+    """eht-imaging's `avg_coherent(0, scan_avg=True)` on circular data averages
+    each correlation over its non-NaN entries (`nanmean`, `sqrt(Σσ²)/N`), as
+    `scan_average` does."""
+    ours, obs, _ = pair
+    with quiet():
+        obs = obs.copy()
+        obs.add_scans()
+        avg_e = obs.avg_coherent(0.0, scan_avg=True)
+    avg = ours.scan_average()
+    assert avg.n_rows == len(avg_e.data)
+    rows = avg_e.data[ehtim_row_index(avg_e, avg)]
+    want = np.stack([rows[f"{c.lower()}vis"] for c in avg.basis], axis=1)
+    want_s = np.stack([rows[f"{c.lower()}sigma"] for c in avg.basis], axis=1)
+    corr, sigma = (np.asarray(x) for x in avg.correlations())
+    np.testing.assert_array_equal(np.isnan(corr), np.isnan(want))
+    ok = ~np.isnan(want)
+    assert _rel(corr[ok], want[ok]) <= RTOL
+    assert _rel(sigma[ok], np.real(want_s[ok])) <= RTOL
+    assert_allclose(np.asarray(avg.u), rows["u"], rtol=RTOL)

@@ -59,8 +59,7 @@ def _average(data, group_key: np.ndarray, time_of_group):
     else:
         vis = mean(a["vis"].real) + 1j * mean(a["vis"].imag)
         sigma = (
-            np.sqrt(np.bincount(inverse, weights=a["sigma"] ** 2, minlength=ng))
-            / count
+            np.sqrt(np.bincount(inverse, weights=a["sigma"] ** 2, minlength=ng)) / count
         )
         vis_or_corr = {"vis": vis, "sigma": sigma}
     tmin = np.full(ng, np.inf)

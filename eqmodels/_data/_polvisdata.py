@@ -434,6 +434,18 @@ class PolVisData(eqx.Module):
         )
         return self.take(keep)
 
+    def select_stations(self, stations) -> "PolVisData":
+        """Keep only baselines between the named stations."""
+        return self.select(stations=stations)
+
+    def flag_stations(self, stations) -> "PolVisData":
+        """Drop every baseline to the named stations."""
+        return self.select(exclude_stations=stations)
+
+    def select_time(self, t_min: float | int, t_max: float | int) -> "PolVisData":
+        """Keep rows with `t_min <= time <= t_max` (hours)."""
+        return self.select(time_range=(t_min, t_max))
+
     # ---------------------------------------------------------------- averaging
     def scans(self, gap: RealScalar = DEFAULT_SCAN_GAP_S) -> np.ndarray:
         """Scans found from gaps in the timestamps (see
@@ -513,7 +525,9 @@ class PolVisData(eqx.Module):
         [`eqmodels.PolVisData.stokes`][]): the rows without Stokes I are dropped
         and counted in `n_flagged`. For a file,
         `load_uvfits(path, polarization="full").stokes_i()` equals
-        `load_uvfits(path)` row for row."""
+        `load_uvfits(path)` row for row (exactly with JAX's float64, `x64`;
+        without it the correlations are float32 and I agrees to float32
+        rounding)."""
         vis, sig = self.stokes()
         ok = np.isfinite(vis[:, 0]) & np.isfinite(sig[:, 0])
         if not ok.any():
