@@ -417,3 +417,55 @@ def test_a_stokes_file_is_refused_as_full(tmp_path):
     em.save_uvfits(em.load_uvfits(em.example_uvfits()), path)
     with pytest.raises(ValueError, match="not correlations.*polarization='I'"):
         em.load_uvfits(path, polarization="full")
+
+
+def _saved(d, tmp_path, name="p.uvfits"):
+    path = tmp_path / name
+    em.save_uvfits(d, path)
+    return path
+
+
+def test_reading_flags_implausible_cross_hands_and_missing_correlations(hops, tmp_path):
+    d = hops.take(np.arange(60))
+    path = _saved(d, tmp_path)
+    with fits.open(path, mode="update") as h:
+        h[0].data["DATA"][5, 0, 0, 0, 0, 2, 0] = 1e8  # RL of row 5: corrupt
+        h["AIPS AN"].data["MNTSTA"][1] = 1
+    back = em.load_uvfits(path, polarization="full")
+    assert back.n_rows == 60 and back.n_flagged == 0
+    assert _np(back.flag)[5, 2] and not _np(back.flag)[5, [0, 1, 3]].any()
+    assert back.mounts[1] == "equatorial"
+    raw = em.load_uvfits(path, polarization="full", check=False)
+    assert not _np(raw.flag)[5, 2]
+    # A file of the parallel hands only: the cross-hands are flagged everywhere.
+    with fits.open(path) as h:
+        g = h[0]
+        names = list(g.data.parnames)
+        pars = [g.data.par(i) for i in range(len(names))]
+        cube = np.asarray(g.data["DATA"])[:, :, :, :, :, :2]
+        hdu = fits.GroupsHDU(fits.GroupData(cube, parnames=names, pardata=pars))
+        for key in ("CTYPE", "CRVAL", "CDELT", "CRPIX"):
+            for k in range(2, 8):
+                hdu.header[f"{key}{k}"] = g.header[f"{key}{k}"]
+        for key in ("OBJECT", "OBSRA", "OBSDEC"):
+            hdu.header[key] = g.header[key]
+        fits.HDUList([hdu] + [x.copy() for x in h[1:]]).writeto(tmp_path / "par.uvfits")
+    par = em.load_uvfits(tmp_path / "par.uvfits", polarization="full")
+    assert np.all(_np(par.flag)[:, 2:]) and par.n_rows == 60
+    np.testing.assert_array_equal(_np(par.corr)[:, :2], _np(raw.corr)[:, :2])
+
+
+def test_unknown_mount_code_is_refused(hops, tmp_path):
+    path = _saved(hops.take(np.arange(10)), tmp_path)
+    with fits.open(path, mode="update") as h:
+        h["AIPS AN"].data["MNTSTA"][0] = 9
+    with pytest.raises(ValueError, match=r"MNTSTA holds mount code\(s\) \[9\]"):
+        em.load_uvfits(path, polarization="full")
+    assert em.load_uvfits(path).n_rows == 10  # Stokes I does not read mounts
+
+
+def test_empty_take_is_a_clear_error(hops):
+    with pytest.raises(ValueError, match="nothing is left"):
+        hops.take([])
+    with pytest.raises(ValueError, match="boolean mask must have shape"):
+        hops.take(np.ones(3, bool))
