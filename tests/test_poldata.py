@@ -10,13 +10,45 @@ from astropy.io import fits
 
 import eqmodels as em
 
+from .conftest import SHARED_DATA
 from .helpers import assert_allclose
+from .unchecked import unchecked_error, unchecked_script
 
 
 HOPS = "eht/m87_2017_pol/hops_data/April11/SR2_M87_2017_101_{}_hops_ALMArot.uvfits"
 CASA = (
     "eht/m87_2017_pol/casa_data/April11/SR2_M87_2017_101_{}_casa_EVPA_rotation"
     "+dcal+ampscale+netcal+10s-avg+RLgain-amp.uvfits"
+)
+
+
+_HOPS_LO = SHARED_DATA / HOPS.format("lo")
+_FLOAT32 = unchecked_script(
+    """
+import json, sys, tempfile, os
+import jax, numpy as np
+import eqmodels as em
+assert not jax.config.jax_enable_x64
+out = {}
+for path in sys.argv[1:]:
+    p = em.load_uvfits(path, polarization="full")
+    i = em.load_uvfits(path)
+    si = p.stokes_i()
+    vi = np.asarray(i.vis).astype(np.complex128)
+    dev = np.abs(np.asarray(si.vis).astype(np.complex128) - vi) / np.abs(vi)
+    fr = p.field_rotation()
+    with tempfile.TemporaryDirectory() as d:
+        em.save_uvfits(p.scan_average(), os.path.join(d, "a.uvfits"))
+        back = em.load_uvfits(os.path.join(d, "a.uvfits"), polarization="full")
+    out = {"dtype": str(p.corr.dtype), "rows": [si.n_rows, i.n_rows],
+           "dev": float(dev.max()), "fr_finite": bool(np.isfinite(fr).all()),
+           "avg_rows": back.n_rows}
+print(json.dumps(out))
+""",
+    *([str(_HOPS_LO)] if _HOPS_LO.exists() else []),
+)
+_BAD_POLARIZATION = unchecked_error(
+    "em.load_uvfits(em.example_uvfits(), polarization=None)", "ValueError"
 )
 
 
@@ -469,3 +501,17 @@ def test_empty_take_is_a_clear_error(hops):
         hops.take([])
     with pytest.raises(ValueError, match="boolean mask must have shape"):
         hops.take(np.ones(3, bool))
+
+
+def test_without_x64(unchecked, hops_path):
+    """With JAX's defaults (float32) the correlations are complex64; Stokes I agrees
+    with `load_uvfits(path)` to float32 rounding; field rotation, averaging and
+    writing work."""
+    got = unchecked[_FLOAT32]
+    assert got["dtype"] == "complex64"
+    assert got["rows"][0] == got["rows"][1]
+    assert got["dev"] < 1e-6 and got["fr_finite"] and got["avg_rows"] == 216
+
+
+def test_polarization_is_checked_without_the_type_checker(unchecked):
+    assert "`polarization` must be 'I'" in unchecked[_BAD_POLARIZATION]
