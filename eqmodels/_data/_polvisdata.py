@@ -527,7 +527,8 @@ class PolVisData(eqx.Module):
         `load_uvfits(path, polarization="full").stokes_i()` equals
         `load_uvfits(path)` row for row (exactly with JAX's float64, `x64`;
         without it the correlations are float32 and I agrees to float32
-        rounding)."""
+        rounding), unless the file mixes feeds: its mixed baselines have no Stokes
+        I here, while `load_uvfits(path)` averages their parallel-hand columns."""
         vis, sig = self.stokes()
         ok = np.isfinite(vis[:, 0]) & np.isfinite(sig[:, 0])
         if not ok.any():
