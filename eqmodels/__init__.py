@@ -58,6 +58,7 @@ from ._data._observe import (
     thermal_sigma as thermal_sigma,
     uv_tracks as uv_tracks,
 )
+from ._data._polvisdata import concatenate as concatenate, PolVisData as PolVisData
 from ._data._products import (
     AmpProducts as AmpProducts,
     BispectrumProducts as BispectrumProducts,
@@ -68,7 +69,7 @@ from ._data._products import (
 from ._data._stations import EHT2017 as EHT2017, StationTable as StationTable
 from ._data._uvfits import load_uvfits as load_uvfits
 from ._data._uvfits_write import save_uvfits as save_uvfits
-from ._data._visdata import concatenate as concatenate, VisData as VisData
+from ._data._visdata import VisData as VisData
 
 # --- end data ---
 # --- terms, regularizers, image models, objective ---
@@ -272,6 +273,7 @@ __all__ = [
     "plot_image",
     "plot_images",
     "plot_uv_coverage",
+    "PolVisData",
     "RAD_PER_DEG",
     "RAD_PER_UAS",
     "rad_to_uas",

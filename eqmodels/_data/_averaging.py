@@ -54,16 +54,21 @@ def _average(data, group_key: np.ndarray, time_of_group):
     def mean(x):
         return np.bincount(inverse, weights=x, minlength=ng) / count
 
-    vis = mean(a["vis"].real) + 1j * mean(a["vis"].imag)
-    sigma = np.sqrt(np.bincount(inverse, weights=a["sigma"] ** 2, minlength=ng)) / count
+    if "corr" in a:  # polarimetric: each correlation over its unflagged entries
+        vis_or_corr = _average_corr(a, inverse, ng)
+    else:
+        vis = mean(a["vis"].real) + 1j * mean(a["vis"].imag)
+        sigma = (
+            np.sqrt(np.bincount(inverse, weights=a["sigma"] ** 2, minlength=ng)) / count
+        )
+        vis_or_corr = {"vis": vis, "sigma": sigma}
     tmin = np.full(ng, np.inf)
     np.minimum.at(tmin, inverse, a["time"])
     time = time_of_group(tmin, uniq[:, 0])
     out = {
         "u": mean(a["u"]),
         "v": mean(a["v"]),
-        "vis": vis,
-        "sigma": sigma,
+        **vis_or_corr,
         "time": time,
         "tint": np.bincount(inverse, weights=a["tint"], minlength=ng),
         "band": uniq[:, 1],
@@ -72,6 +77,28 @@ def _average(data, group_key: np.ndarray, time_of_group):
     }
     order = np.lexsort((out["ant2"], out["ant1"], out["band"], out["time"]))
     return data.replace(**{k: x[order] for k, x in out.items()})
+
+
+def _average_corr(a, inverse, ng) -> dict:
+    """Per correlation of a polarimetric data set: the same estimators over the
+    group's unflagged entries of that correlation (`N` counts them); a correlation
+    with none is flagged (NaN) in the averaged row."""
+    corr, sig, flag = a["corr"], a["sigma"], a["flag"]
+    out_c = np.full((ng, corr.shape[1]), np.nan + 1j * np.nan)
+    out_s = np.full((ng, corr.shape[1]), np.nan)
+    for k in range(corr.shape[1]):
+        ok = ~flag[:, k]
+        n_k = np.bincount(inverse, weights=ok.astype(np.float64), minlength=ng)
+        has = n_k > 0
+        safe = np.where(has, n_k, 1.0)
+        c = np.where(ok, corr[:, k], 0.0)
+        s2 = np.where(ok, sig[:, k], 0.0) ** 2
+        re = np.bincount(inverse, weights=c.real, minlength=ng) / safe
+        im = np.bincount(inverse, weights=c.imag, minlength=ng) / safe
+        s = np.sqrt(np.bincount(inverse, weights=s2, minlength=ng)) / safe
+        out_c[has, k] = (re + 1j * im)[has]
+        out_s[has, k] = s[has]
+    return {"corr": out_c, "sigma": out_s, "flag": ~np.isfinite(out_s)}
 
 
 def scan_average(data, gap_s):

@@ -12,6 +12,8 @@ from astropy.io import fits
 from astropy.utils.exceptions import AstropyUserWarning, AstropyWarning
 
 from .._validation import check_flag, file_path
+from ._field_rotation import MOUNT_CODES
+from ._polvisdata import CIRCULAR, LINEAR, PolVisData
 from ._visdata import VisData
 
 
@@ -24,8 +26,11 @@ class UVFITSError(ValueError):
     """A file that is not a readable uvfits visibility file."""
 
 
-def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
-    """Read a calibrated uvfits file (random-groups visibilities) as Stokes I.
+def load_uvfits(
+    path: str | os.PathLike, *, check: bool = True, polarization: str = "I"
+) -> VisData | PolVisData:
+    """Read a calibrated uvfits file (random-groups visibilities) as Stokes I, or
+    with `polarization="full"` as polarimetric data (all four correlations).
 
     What it does, following eht-imaging's `load_uvfits`:
 
@@ -72,8 +77,30 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
     - `path`: the file.
     - `check`: drop (and count) implausible rows, see above; `False` loads every
       finite, weighted row as it is.
+    - `polarization`: `"I"` (default) for Stokes I as above; `"full"` for a
+      [`eqmodels.PolVisData`][] with the four correlations of a correlation file
+      (RR, LL, RL, LR or XX, YY, XY, YX), read as eht-imaging's
+      `load_uvfits(path, polrep='circ')` reads them:
 
-    **Returns:** a [`eqmodels.VisData`][].
+        - each correlation averaged over IFs and channels as the parallel hands
+          above (`σ = 1/sqrt(Σ w)`), and flagged (NaN) where it has no entry with
+          weight > 0: a row with RL flagged keeps its RR and LL;
+        - the rows are those of Stokes I (a row with RR or LL; a row with only
+          cross-hands is dropped and counted, as eht-imaging drops it), so
+          `load_uvfits(path, polarization="full").stokes_i()` equals
+          `load_uvfits(path)` row for row; with `check=True` a cross-hand with
+          `|V| > 1e6` Jy or a sigma below `1e-6` of the median σ_I is flagged;
+        - rows stored with `ant1 > ant2` are conjugated with their cross-hands
+          swapped;
+        - feeds per station from the AN table's `POLTYA` (X or Y: linear; R or
+          L: circular; else the basis of the STOKES axis), mounts from its
+          `MNTSTA` (0 alt-az, 1 equatorial, 2 orbiting, 3 X-Y, 4 Nasmyth right,
+          5 Nasmyth left; alt-az without the column). A file of Stokes
+          parameters (I, Q, U, V) is refused; missing correlations (a file with
+          RR and LL only) are flagged on every row.
+
+    **Returns:** a [`eqmodels.VisData`][] (`polarization="I"`) or a
+    [`eqmodels.PolVisData`][] (`polarization="full"`).
 
     **Raises:** `FileNotFoundError` for a missing file; `ValueError` for a file
     that is not FITS, is truncated or corrupt, is not random-groups visibility
@@ -84,6 +111,12 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
     """
     path = file_path(path)
     check = check_flag("check", check)
+    if not isinstance(polarization, str) or polarization not in ("I", "full"):
+        raise ValueError(
+            f"`polarization` must be 'I' (Stokes I, a VisData) or 'full' (the four "
+            f"correlations, a PolVisData), got {polarization!r}."
+        )
+    full = polarization == "full"
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such uvfits file: {path!r}")
     if os.path.isdir(path):
@@ -100,10 +133,14 @@ def load_uvfits(path: str | os.PathLike, *, check: bool = True) -> VisData:
             # caught by the finiteness and plausibility checks, so the flags are
             # not warnings.
             with np.errstate(invalid="ignore", over="ignore"), _open(path) as hdul:
-                parts = _read(hdul, path, check)
+                parts = _read(hdul, path, check, full)
             # Inside the `try`: what VisData refuses (a header's OBSDEC of 1e21)
             # is this file's problem, and says so.
-            data = VisData(**parts)
+            if full:
+                parts.pop("vis")
+                data = PolVisData(**parts)
+            else:
+                data = VisData(**parts)
         except UVFITSError:
             raise
         except Exception as e:
@@ -219,7 +256,7 @@ def _groups_data(primary) -> np.ndarray:
     return np.asarray(stored, np.float64) * scale + zero
 
 
-def _read(hdul, path, check=True) -> dict:
+def _read(hdul, path, check=True, full=False) -> dict:
     primary = hdul[0]
     if not isinstance(primary, fits.GroupsHDU) or primary.header.get("GCOUNT") == 0:
         raise UVFITSError(
@@ -299,22 +336,22 @@ def _read(hdul, path, check=True) -> dict:
             f"{path!r}: no Stokes I, RR/LL or XX/YY data (polarisations {names})."
         )
 
+    if full:
+        if "I" in names:
+            raise UVFITSError(
+                f"{path!r} holds polarisations {names}, not correlations (RR, LL, "
+                "RL, LR or XX, YY, XY, YX): `polarization='full'` reads correlation "
+                "files; read it with `polarization='I'`."
+            )
+        basis = LINEAR if ("XX" in names or "YY" in names) else CIRCULAR
+
     n = raw.shape[0]
     vis_pol, sig_pol, ok_pol = [], [], []
     for h in hands:
-        re, im, w = raw[:, :, :, h, 0], raw[:, :, :, h, 1], raw[:, :, :, h, 2]
-        good = np.isfinite(re) & np.isfinite(im) & np.isfinite(w) & (w > 0)
-        wg = np.where(good, w, 0.0)
-        wsum = wg.sum(axis=(1, 2))
-        ok = wsum > 0
-        safe = np.where(ok, wsum, 1.0)
-        vr = np.where(good, re, 0.0)
-        vi = np.where(good, im, 0.0)
-        vis_pol.append(
-            ((wg * vr).sum(axis=(1, 2)) + 1j * (wg * vi).sum(axis=(1, 2))) / safe
-        )
-        sig_pol.append(1.0 / np.sqrt(safe))
-        ok_pol.append(ok)
+        vis_h, sig_h, ok_h = _hand(raw, h)
+        vis_pol.append(vis_h)
+        sig_pol.append(sig_h)
+        ok_pol.append(ok_h)
     if len(hands) == 2:
         both = ok_pol[0] & ok_pol[1]
         vis = np.where(
@@ -490,25 +527,96 @@ def _read(hdul, path, check=True) -> dict:
     # By time, then baseline as VisData orients it (first station < second), so
     # that the order does not depend on which way the file stores a baseline.
     order = np.lexsort((np.maximum(ant1, ant2), np.minimum(ant1, ant2), time))
-    return dict(
-        u=u[good][order],
-        v=v[good][order],
-        vis=vis[good][order],
-        sigma=sigma[good][order],
-        time=time[order],
-        ant1=ant1[order],
-        ant2=ant2[order],
-        tint=tint[good][order],
-        station_names=st_names,
-        station_xyz=xyz,
-        freq=freq,
-        bandwidth=bandwidth,
-        source=source,
-        ra=ra,
-        dec=dec,
-        mjd=mjd,
-        n_flagged=n_flagged,
+    extra = {}
+    if full:
+        n_good = int(good.sum())
+        corr = np.full((n_good, 4), np.nan + 1j * np.nan)
+        csig = np.full((n_good, 4), np.nan)
+        for k, name in enumerate(basis):
+            if name not in names:
+                continue  # a correlation the file lacks: flagged on every row
+            vis_k, sig_k, ok_k = _hand(raw, names.index(name))
+            vis_k, sig_k, ok_k = vis_k[good], sig_k[good], ok_k[good]
+            if check and k >= 2:
+                ok_k &= ~(np.abs(vis_k) > MAX_AMPLITUDE_JY)
+                ok_k &= ~(sig_k < MIN_SIGMA_FRACTION * np.median(sigma[good]))
+            corr[ok_k, k] = vis_k[ok_k]
+            csig[ok_k, k] = sig_k[ok_k]
+        extra = dict(
+            corr=corr[order],
+            sigma=csig[order],
+            feeds=_feeds(an_hdu, basis),
+            mounts=_mounts(an_hdu, path),
+        )
+    return (
+        dict(
+            u=u[good][order],
+            v=v[good][order],
+            vis=vis[good][order],
+            sigma=sigma[good][order],
+            time=time[order],
+            ant1=ant1[order],
+            ant2=ant2[order],
+            tint=tint[good][order],
+            station_names=st_names,
+            station_xyz=xyz,
+            freq=freq,
+            bandwidth=bandwidth,
+            source=source,
+            ra=ra,
+            dec=dec,
+            mjd=mjd,
+            n_flagged=n_flagged,
+        )
+        | extra
     )
+
+
+def _feeds(an_hdu, basis) -> list[str]:
+    """Each station's feeds: linear where the AN table's `POLTYA` says X or Y,
+    circular where it says R or L, else the basis of the data's STOKES axis."""
+    default = "linear" if basis == LINEAR else "circular"
+    if not _has_column(an_hdu, "POLTYA"):
+        return [default] * len(an_hdu.data)
+    out = []
+    for p in an_hdu.data["POLTYA"]:
+        p = (p.decode() if isinstance(p, bytes) else str(p)).strip().upper()
+        out.append(
+            "linear" if p in ("X", "Y") else "circular" if p in ("R", "L") else default
+        )
+    return out
+
+
+def _mounts(an_hdu, path) -> list[str]:
+    """Each station's mount from the AN table's `MNTSTA` (alt-az without it)."""
+    if not _has_column(an_hdu, "MNTSTA"):
+        return ["altaz"] * len(an_hdu.data)
+    codes, ok = _as_index(_real_column(an_hdu, "MNTSTA", path))
+    unknown = sorted(
+        {int(c) for c, g in zip(codes, ok) if not g or c not in MOUNT_CODES}
+    )
+    if unknown:
+        raise UVFITSError(
+            f"{path!r}: the AIPS AN table's MNTSTA holds mount code(s) {unknown}; "
+            f"known codes are {MOUNT_CODES}."
+        )
+    return [MOUNT_CODES[int(c)] for c in codes]
+
+
+def _hand(raw, h):
+    """One polarisation `h` of the data cube averaged over IFs and channels,
+    inverse-variance weighted over the entries with finite values and weight > 0:
+    `(vis, sigma, ok)` per row (`ok` False where no entry is left)."""
+    re, im, w = raw[:, :, :, h, 0], raw[:, :, :, h, 1], raw[:, :, :, h, 2]
+    good = np.isfinite(re) & np.isfinite(im) & np.isfinite(w) & (w > 0)
+    wg = np.where(good, w, 0.0)
+    wsum = wg.sum(axis=(1, 2))
+    ok = wsum > 0
+    safe = np.where(ok, wsum, 1.0)
+    vr = np.where(good, re, 0.0)
+    vi = np.where(good, im, 0.0)
+    vis = ((wg * vr).sum(axis=(1, 2)) + 1j * (wg * vi).sum(axis=(1, 2))) / safe
+    return vis, 1.0 / np.sqrt(safe), ok
 
 
 #: Largest plausible |V| (Jy) in a loaded file; larger values are corrupt bytes.

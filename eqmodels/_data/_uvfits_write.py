@@ -6,6 +6,8 @@ import numpy as np
 from astropy.io import fits
 
 from .._validation import check_flag, file_path
+from ._field_rotation import MOUNT_CODES
+from ._polvisdata import LINEAR, PolVisData
 from ._visdata import check_visdata, mjd_date, VisData
 
 
@@ -13,7 +15,9 @@ from ._visdata import check_visdata, mjd_date, VisData
 _MJD0 = 2400000.5
 
 
-def save_uvfits(data: VisData, path: str | os.PathLike, *, overwrite: bool = False):
+def save_uvfits(
+    data: VisData | PolVisData, path: str | os.PathLike, *, overwrite: bool = False
+):
     """Write `data` as a uvfits file (random groups, Stokes I) that
     [`eqmodels.load_uvfits`][] reads back as `data` and eht-imaging's
     `load_uvfits` reads as the same observation: after averaging, flagging,
@@ -37,6 +41,15 @@ def save_uvfits(data: VisData, path: str | os.PathLike, *, overwrite: bool = Fal
       0), `NOSTA`, with the frequency; an `AIPS FQ` table with the bandwidth;
       `OBJECT`, `OBSRA`, `OBSDEC` in the header.
 
+    A [`eqmodels.PolVisData`][] is written with its four correlations: a STOKES
+    axis of four entries (RR, LL, RL, LR: codes −1 … −4; XX, YY, XY, YX: −5 … −8
+    when every station has linear feeds), a flagged correlation with value 0 and
+    weight 0, and the AN table's `MNTSTA` (mount codes) and `POLTYA`/`POLTYB`
+    (R/L or X/Y per station) from `mounts` and `feeds`; `fr_offset` is not
+    written. [`eqmodels.load_uvfits`][] with `polarization="full"` reads it back
+    as `data`, and eht-imaging's `load_uvfits(path, polrep='circ')` reads the
+    circular correlations.
+
     Data of several bands (`band_freqs` with more than one entry: their `u, v`
     are in wavelengths at each band's frequency) are refused: save each band
     (`data.take(np.flatnonzero(np.asarray(data.band) == k))`). `n_flagged` is not
@@ -44,11 +57,13 @@ def save_uvfits(data: VisData, path: str | os.PathLike, *, overwrite: bool = Fal
 
     **Arguments:**
 
-    - `data`: a [`eqmodels.VisData`][].
+    - `data`: a [`eqmodels.VisData`][] or [`eqmodels.PolVisData`][].
     - `path`: the file to write.
     - `overwrite`: replace an existing file.
     """
-    check_visdata(data)
+    pol = isinstance(data, PolVisData)
+    if not pol:
+        check_visdata(data)
     overwrite = check_flag("overwrite", overwrite)
     if len(data.band_freqs) != 1:
         raise ValueError(
@@ -62,13 +77,23 @@ def save_uvfits(data: VisData, path: str | os.PathLike, *, overwrite: bool = Fal
     freq = float(data.band_freqs[0])
     n = int(np.shape(data.u)[0])
     f64 = np.float64
-    vis = np.asarray(data.vis).astype(np.complex128)
-    sigma = np.asarray(data.sigma, f64)
+    if pol:
+        flag = np.asarray(data.flag)
+        vis = np.where(flag, 0.0, np.asarray(data.corr).astype(np.complex128))
+        with np.errstate(invalid="ignore"):
+            weight = np.where(flag, 0.0, 1.0 / np.asarray(data.sigma, f64) ** 2)
+        linear = data.basis == LINEAR
+        stokes_code = -5.0 if linear else -1.0
+    else:
+        vis = np.asarray(data.vis).astype(np.complex128)[:, None]
+        weight = (1.0 / np.asarray(data.sigma, f64) ** 2)[:, None]
+        stokes_code = 1.0
+    n_corr = vis.shape[1]
     # (n, DEC, RA, IF, FREQ, STOKES, COMPLEX): numpy order of FITS axes 7..2.
-    cube = np.zeros((n, 1, 1, 1, 1, 1, 3), f64)
-    cube[..., 0] = vis.real.reshape(n, 1, 1, 1, 1, 1)
-    cube[..., 1] = vis.imag.reshape(n, 1, 1, 1, 1, 1)
-    cube[..., 2] = (1.0 / sigma**2).reshape(n, 1, 1, 1, 1, 1)
+    cube = np.zeros((n, 1, 1, 1, 1, n_corr, 3), f64)
+    cube[..., 0] = vis.real.reshape(n, 1, 1, 1, 1, n_corr)
+    cube[..., 1] = vis.imag.reshape(n, 1, 1, 1, 1, n_corr)
+    cube[..., 2] = weight.reshape(n, 1, 1, 1, 1, n_corr)
     ant1 = np.asarray(data.ant1, np.int64) + 1
     ant2 = np.asarray(data.ant2, np.int64) + 1
     n_st = len(data.station_names)
@@ -93,7 +118,7 @@ def save_uvfits(data: VisData, path: str | os.PathLike, *, overwrite: bool = Fal
     h = hdu.header
     axes = [
         ("COMPLEX", 1.0, 1.0),
-        ("STOKES", 1.0, 1.0),
+        ("STOKES", stokes_code, -1.0 if pol else 1.0),
         # (The bandwidth, possibly 0 = unknown, is exact in the FQ table; a FITS
         # axis step may not be 0.)
         ("FREQ", freq, float(data.bandwidth) or 1.0),
@@ -117,17 +142,26 @@ def save_uvfits(data: VisData, path: str | os.PathLike, *, overwrite: bool = Fal
     h["DATE-OBS"] = _date_obs(data.mjd)
     h["ORIGIN"] = "eqmodels"
     xyz = np.asarray(data.station_xyz, f64).reshape(-1, 3)
+    if pol:
+        codes = {m: c for c, m in MOUNT_CODES.items()}
+        mntsta = np.array([codes[m] for m in data.mounts], np.int32)
+        lin = [f == "linear" for f in data.feeds]
+        polya = ["X" if x else "R" for x in lin]
+        polyb = ["Y" if x else "L" for x in lin]
+    else:
+        mntsta = np.zeros(n_st, np.int32)
+        polya, polyb = ["R"] * n_st, ["L"] * n_st
     an = fits.BinTableHDU.from_columns(
         [
             fits.Column("ANNAME", "8A", array=list(data.station_names)),
             fits.Column("STABXYZ", "3D", unit="METERS", array=xyz),
             fits.Column("NOSTA", "1J", array=np.arange(1, n_st + 1)),
-            fits.Column("MNTSTA", "1J", array=np.zeros(n_st, np.int32)),
+            fits.Column("MNTSTA", "1J", array=mntsta),
             fits.Column("STAXOF", "1E", unit="METERS", array=np.zeros(n_st)),
-            fits.Column("POLTYA", "1A", array=["R"] * n_st),
+            fits.Column("POLTYA", "1A", array=polya),
             fits.Column("POLAA", "1E", unit="DEGREES", array=np.zeros(n_st)),
             fits.Column("POLCALA", "2E", array=np.zeros((n_st, 2))),
-            fits.Column("POLTYB", "1A", array=["L"] * n_st),
+            fits.Column("POLTYB", "1A", array=polyb),
             fits.Column("POLAB", "1E", unit="DEGREES", array=np.zeros(n_st)),
             fits.Column("POLCALB", "2E", array=np.zeros((n_st, 2))),
         ],

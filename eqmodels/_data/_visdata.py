@@ -118,26 +118,8 @@ class VisData(eqx.Module):
           [0, 360] (not hours, eht-imaging's unit), `dec` in degrees in [-90, 90].
         - `n_flagged`: number of rows dropped before (for the record).
         """
-        try:
-            names = None if isinstance(station_names, str) else tuple(station_names)
-        except TypeError:
-            names = None
-        if names is None or not names or not all(isinstance(s, str) for s in names):
-            raise TypeError(
-                "`station_names` must be a non-empty sequence of strings, got "
-                f"{station_names!r}."
-            )
-        if len(set(names)) != len(names):
-            raise ValueError(f"`station_names` has repeated names: {list(names)}.")
-        n_st = len(names)
-
-        u = _real("u", u)
-        n = u.shape[0] if u.ndim == 1 else -1
-        if u.ndim != 1 or n == 0:
-            raise ValueError(
-                f"`u` must be a non-empty 1-d array (one value per row), got shape "
-                f"{u.shape}: a data set needs at least one row."
-            )
+        names = check_station_names(station_names)
+        u, n = check_first_rows(u)
         v = _real("v", v)
         time = _real("time", time)
         sigma = _real("sigma", sigma)
@@ -152,103 +134,48 @@ class VisData(eqx.Module):
                 f"`vis` has {int(np.sum(~np.isfinite(vis_arr)))} non-finite value(s): "
                 "drop or flag those rows first."
             )
-        if tint is None:
-            tint = np.zeros(n)
-        else:
-            tint = _real("tint", tint)
-            if tint.ndim == 0:  # one integration time for every row
-                tint = np.full(n, float(tint))
+        tint = row_tint(tint, n)
         ant1 = _int("ant1", ant1)
         ant2 = _int("ant2", ant2)
         band_given = band is not None
         band = np.zeros(n, np.int64) if band is None else _int("band", band)
-        for name, arr in (
-            ("v", v),
-            ("vis", vis_arr),
-            ("sigma", sigma),
-            ("time", time),
-            ("tint", tint),
-            ("ant1", ant1),
-            ("ant2", ant2),
-            ("band", band),
-        ):
-            if arr.shape != (n,):
-                raise ValueError(
-                    f"shape mismatch: `u` has shape ({n},) but `{name}` has shape "
-                    f"{arr.shape}; every per-row array must have one value per row."
-                )
+        check_row_shapes(
+            n,
+            (
+                ("v", v, (n,)),
+                ("vis", vis_arr, (n,)),
+                ("sigma", sigma, (n,)),
+                ("time", time, (n,)),
+                ("tint", tint, (n,)),
+                ("ant1", ant1, (n,)),
+                ("ant2", ant2, (n,)),
+                ("band", band, (n,)),
+            ),
+        )
         if np.any(sigma <= 0):
             raise ValueError(
                 f"`sigma` has {int(np.sum(sigma <= 0))} zero or negative value(s), "
                 f"first at row {int(np.argmax(sigma <= 0))}: sigmas must be > 0 "
                 "(drop or flag those rows)."
             )
-        if np.any(tint < 0):
-            raise ValueError("`tint` (integration time, s) must be >= 0.")
-        for name, arr in (("ant1", ant1), ("ant2", ant2)):
-            if np.any((arr < 0) | (arr >= n_st)):
-                raise ValueError(
-                    f"`{name}` has station indices outside [0, {n_st}) "
-                    f"(there are {n_st} station names)."
-                )
-        if np.any(ant1 == ant2):
-            raise ValueError(
-                f"{int(np.sum(ant1 == ant2))} row(s) have `ant1 == ant2` "
-                "(autocorrelations): drop them, VisData holds cross-correlations."
-            )
-
-        freqs = _freqs(freq)
-        if len(freqs) > 1 and not band_given:
-            raise ValueError(
-                f"`freq` gives {len(freqs)} frequencies but `band` is not given: "
-                "pass `band` (each row's index into `freq`), or one frequency; "
-                "`eqmodels.concatenate` combines single-band data sets into bands."
-            )
-        if np.any((band < 0) | (band >= len(freqs))):
-            raise ValueError(
-                f"`band` indices must lie in [0, {len(freqs)}): give one `freq` per band."
-            )
-
-        if station_xyz is None:
-            xyz = np.zeros((n_st, 3))
-        else:
-            xyz = np.asarray(station_xyz)
-            if np.iscomplexobj(xyz) or not np.issubdtype(xyz.dtype, np.number):
-                raise TypeError(
-                    f"`station_xyz` must be real ECEF positions (m), got dtype "
-                    f"{xyz.dtype}."
-                )
-            xyz = xyz.astype(np.float64)
-            if xyz.shape != (n_st, 3):
-                raise ValueError(
-                    f"`station_xyz` must have shape (n_stations, 3) = ({n_st}, 3), got "
-                    f"{xyz.shape}."
-                )
-            if not np.all(np.isfinite(xyz)):
-                raise ValueError("`station_xyz` has non-finite values.")
-
-        ra, dec = check_ra_dec(ra, dec)
-        if (
-            isinstance(bandwidth, bool)
-            or not isinstance(bandwidth, int | float | np.number)
-            or not math.isfinite(bandwidth)
-        ):
-            raise ValueError(f"`bandwidth` must be a finite number, got {bandwidth!r}.")
-        if bandwidth < 0:
-            raise ValueError(
-                f"`bandwidth` must be >= 0 Hz (0 when unknown), got {bandwidth!r}."
-            )
-        if not isinstance(mjd, int | np.integer):
-            raise TypeError(f"`mjd` must be an integer day, got {mjd!r}.")
-        if mjd < 0:
-            raise ValueError(
-                f"`mjd` must be a modified Julian day >= 0 (1858-11-17 or later), got "
-                f"{mjd!r}."
-            )
-        if not isinstance(n_flagged, int | np.integer) or n_flagged < 0:
-            raise ValueError(f"`n_flagged` must be an integer >= 0, got {n_flagged!r}.")
-        if not isinstance(source, str):
-            raise TypeError(f"`source` must be a string, got {source!r}.")
+        meta = check_row_metadata(
+            names,
+            tint=tint,
+            ant1=ant1,
+            ant2=ant2,
+            band=band,
+            band_given=band_given,
+            freq=freq,
+            station_xyz=station_xyz,
+            ra=ra,
+            dec=dec,
+            bandwidth=bandwidth,
+            mjd=mjd,
+            n_flagged=n_flagged,
+            source=source,
+            holder="VisData",
+        )
+        freqs, xyz, ra, dec = meta["freqs"], meta["xyz"], meta["ra"], meta["dec"]
 
         # Orient every row with ant1 < ant2.
         flip = ant1 > ant2
@@ -477,6 +404,27 @@ class VisData(eqx.Module):
         **Returns:** a new `VisData` (the station table is unchanged). Raises
         `ValueError` if nothing is left.
         """
+        keep = self._select_mask(
+            stations=stations,
+            exclude_stations=exclude_stations,
+            time_range=time_range,
+            uv_range=uv_range,
+            snr_min=snr_min,
+            bands=bands,
+        )
+        return self.take(keep)
+
+    def _select_mask(
+        self,
+        *,
+        stations=None,
+        exclude_stations=None,
+        time_range=None,
+        uv_range=None,
+        snr_min=None,
+        bands=None,
+    ) -> np.ndarray:
+        """The mask of the rows `select` keeps (see there); raises if none."""
         a = self._arrays()
         keep = np.ones(self.n_rows, bool)
         if stations is not None:
@@ -528,7 +476,7 @@ class VisData(eqx.Module):
                 f"the selection ({', '.join(given)}) removed every row: nothing is "
                 "left; loosen it."
             )
-        return self.take(keep)
+        return keep
 
     def select_stations(self, stations) -> "VisData":
         """Keep only baselines between the named stations."""
@@ -640,6 +588,148 @@ class VisData(eqx.Module):
             f"stations={list(self.stations_present())}, "
             f"freq={self.freq / 1e9:.4f} GHz)"
         )
+
+
+def check_station_names(station_names) -> tuple[str, ...]:
+    """`station_names` as a tuple of unique strings, or a clear error."""
+    try:
+        names = None if isinstance(station_names, str) else tuple(station_names)
+    except TypeError:
+        names = None
+    if names is None or not names or not all(isinstance(s, str) for s in names):
+        raise TypeError(
+            "`station_names` must be a non-empty sequence of strings, got "
+            f"{station_names!r}."
+        )
+    if len(set(names)) != len(names):
+        raise ValueError(f"`station_names` has repeated names: {list(names)}.")
+    return names
+
+
+def check_first_rows(u) -> tuple[np.ndarray, int]:
+    """`u` (the first per-row array) as float64 and the number of rows."""
+    u = _real("u", u)
+    n = u.shape[0] if u.ndim == 1 else -1
+    if u.ndim != 1 or n == 0:
+        raise ValueError(
+            f"`u` must be a non-empty 1-d array (one value per row), got shape "
+            f"{u.shape}: a data set needs at least one row."
+        )
+    return u, n
+
+
+def row_tint(tint, n: int) -> np.ndarray:
+    """Integration times: 0 when `None`, one for every row, or one per row."""
+    if tint is None:
+        return np.zeros(n)
+    tint = _real("tint", tint)
+    if tint.ndim == 0:  # one integration time for every row
+        tint = np.full(n, float(tint))
+    return tint
+
+
+def check_row_shapes(n: int, arrays) -> None:
+    """Each `(name, array, shape)` has `shape`, or a shape-mismatch error."""
+    for name, arr, shape in arrays:
+        if arr.shape != shape:
+            per = "" if len(shape) == 1 else f" (shape {shape})"
+            raise ValueError(
+                f"shape mismatch: `u` has shape ({n},) but `{name}` has shape "
+                f"{arr.shape}; every per-row array must have one value per row"
+                f"{per}."
+            )
+
+
+def check_row_metadata(
+    names,
+    *,
+    tint,
+    ant1,
+    ant2,
+    band,
+    band_given,
+    freq,
+    station_xyz,
+    ra,
+    dec,
+    bandwidth,
+    mjd,
+    n_flagged,
+    source,
+    holder: str,
+) -> dict:
+    """The checks a data set's rows and metadata share (`VisData`, `PolVisData`):
+    integration times, station indices, bands and frequencies, station positions,
+    source position, bandwidth, date and counts. Returns the normalised `freqs`,
+    `xyz`, `ra` and `dec`."""
+    n_st = len(names)
+    if np.any(tint < 0):
+        raise ValueError("`tint` (integration time, s) must be >= 0.")
+    for name, arr in (("ant1", ant1), ("ant2", ant2)):
+        if np.any((arr < 0) | (arr >= n_st)):
+            raise ValueError(
+                f"`{name}` has station indices outside [0, {n_st}) "
+                f"(there are {n_st} station names)."
+            )
+    if np.any(ant1 == ant2):
+        raise ValueError(
+            f"{int(np.sum(ant1 == ant2))} row(s) have `ant1 == ant2` "
+            f"(autocorrelations): drop them, {holder} holds cross-correlations."
+        )
+
+    freqs = _freqs(freq)
+    if len(freqs) > 1 and not band_given:
+        raise ValueError(
+            f"`freq` gives {len(freqs)} frequencies but `band` is not given: "
+            "pass `band` (each row's index into `freq`), or one frequency; "
+            "`eqmodels.concatenate` combines single-band data sets into bands."
+        )
+    if np.any((band < 0) | (band >= len(freqs))):
+        raise ValueError(
+            f"`band` indices must lie in [0, {len(freqs)}): give one `freq` per band."
+        )
+
+    if station_xyz is None:
+        xyz = np.zeros((n_st, 3))
+    else:
+        xyz = np.asarray(station_xyz)
+        if np.iscomplexobj(xyz) or not np.issubdtype(xyz.dtype, np.number):
+            raise TypeError(
+                f"`station_xyz` must be real ECEF positions (m), got dtype "
+                f"{xyz.dtype}."
+            )
+        xyz = xyz.astype(np.float64)
+        if xyz.shape != (n_st, 3):
+            raise ValueError(
+                f"`station_xyz` must have shape (n_stations, 3) = ({n_st}, 3), got "
+                f"{xyz.shape}."
+            )
+        if not np.all(np.isfinite(xyz)):
+            raise ValueError("`station_xyz` has non-finite values.")
+
+    ra, dec = check_ra_dec(ra, dec)
+    if (
+        isinstance(bandwidth, bool)
+        or not isinstance(bandwidth, int | float | np.number)
+        or not math.isfinite(bandwidth)
+    ):
+        raise ValueError(f"`bandwidth` must be a finite number, got {bandwidth!r}.")
+    if bandwidth < 0:
+        raise ValueError(
+            f"`bandwidth` must be >= 0 Hz (0 when unknown), got {bandwidth!r}."
+        )
+    if not isinstance(mjd, int | np.integer):
+        raise TypeError(f"`mjd` must be an integer day, got {mjd!r}.")
+    if mjd < 0:
+        raise ValueError(
+            f"`mjd` must be a modified Julian day >= 0 (1858-11-17 or later), got "
+            f"{mjd!r}."
+        )
+    if not isinstance(n_flagged, int | np.integer) or n_flagged < 0:
+        raise ValueError(f"`n_flagged` must be an integer >= 0, got {n_flagged!r}.")
+    if not isinstance(source, str):
+        raise TypeError(f"`source` must be a string, got {source!r}.")
+    return {"freqs": freqs, "xyz": xyz, "ra": ra, "dec": dec}
 
 
 def check_visdata(data, name: str = "data") -> None:
@@ -773,29 +863,13 @@ def _range(name, rng) -> tuple[float, float]:
     return lo, hi
 
 
-def concatenate(datasets) -> VisData:
-    """Concatenate observations: bands of one day, or several days.
+def merge_tables(datasets) -> tuple[list[str], list[np.ndarray], list[float], int]:
+    """What concatenating `datasets` (VisData or PolVisData) shares: one source
+    and position (checked), the station tables merged by name (positions within
+    1 m), the distinct frequencies, and the earliest day.
 
-    Station tables are merged by name (a station must have the same position,
-    within 1 m, in every data set). Each distinct frequency becomes a band (rows
-    keep their band, so closures never mix bands). Times are shifted to hours since
-    0 h of the earliest `mjd`. Source and position must agree.
-
-    **Arguments:**
-
-    - `datasets`: a sequence of [`eqmodels.VisData`][].
-
-    **Returns:** one `VisData`; `n_flagged` is the sum.
-
-    **Raises:** `ValueError` when two rows share time, band and baseline (e.g. a
-    data set concatenated with itself): see [`eqmodels.VisData.duplicate_rows`][].
+    **Returns:** `(names, xyz, freqs, mjd0)`.
     """
-    datasets = list(datasets)
-    if not datasets:
-        raise ValueError("`datasets` is empty: give at least one VisData.")
-    for d in datasets:
-        if not isinstance(d, VisData):
-            raise TypeError(f"`datasets` must hold VisData, got {type(d).__name__}.")
     first = datasets[0]
     for d in datasets[1:]:
         if d.source != first.source or not (
@@ -828,19 +902,50 @@ def concatenate(datasets) -> VisData:
             if not any(math.isclose(f, g, rel_tol=1e-12) for g in freqs):
                 freqs.append(f)
     mjd0 = min(d.mjd for d in datasets)
+    return names, xyz, freqs, mjd0
+
+
+def band_map(d, freqs) -> np.ndarray:
+    """Each of `d`'s bands as an index into the merged `freqs`."""
+    return np.array(
+        [
+            next(i for i, g in enumerate(freqs) if math.isclose(f, g, rel_tol=1e-12))
+            for f in d.band_freqs
+        ]
+    )
+
+
+def concatenate(datasets) -> VisData:
+    """Concatenate observations: bands of one day, or several days.
+
+    Station tables are merged by name (a station must have the same position,
+    within 1 m, in every data set). Each distinct frequency becomes a band (rows
+    keep their band, so closures never mix bands). Times are shifted to hours since
+    0 h of the earliest `mjd`. Source and position must agree.
+
+    **Arguments:**
+
+    - `datasets`: a sequence of [`eqmodels.VisData`][].
+
+    **Returns:** one `VisData`; `n_flagged` is the sum.
+
+    **Raises:** `ValueError` when two rows share time, band and baseline (e.g. a
+    data set concatenated with itself): see [`eqmodels.VisData.duplicate_rows`][].
+    """
+    datasets = list(datasets)
+    if not datasets:
+        raise ValueError("`datasets` is empty: give at least one VisData.")
+    for d in datasets:
+        if not isinstance(d, VisData):
+            raise TypeError(f"`datasets` must hold VisData, got {type(d).__name__}.")
+    first = datasets[0]
+    names, xyz, freqs, mjd0 = merge_tables(datasets)
     parts = {k: [] for k in ("u", "v", "vis", "sigma", "time", "tint", "ant1", "ant2")}
     band = []
     for d in datasets:
         a = d._arrays()
         remap = np.array([names.index(s) for s in d.station_names])
-        bmap = np.array(
-            [
-                next(
-                    i for i, g in enumerate(freqs) if math.isclose(f, g, rel_tol=1e-12)
-                )
-                for f in d.band_freqs
-            ]
-        )
+        bmap = band_map(d, freqs)
         for k in ("u", "v", "vis", "sigma", "tint"):
             parts[k].append(a[k])
         parts["time"].append(a["time"] + 24.0 * (d.mjd - mjd0))
