@@ -72,7 +72,11 @@ _vg = eqx.filter_jit(jax.value_and_grad(lambda x, t: t(x)))
 _val = eqx.filter_jit(lambda x, t: t(x))
 
 
-@pytest.mark.parametrize("fwd_kind", ["direct", "separable", "nufft"])
+@pytest.mark.parametrize(
+    "fwd_kind",
+    ["direct"]
+    + [pytest.param(k, marks=pytest.mark.slow) for k in ("separable", "nufft")],
+)
 @pytest.mark.parametrize("kind", list(TERMS))
 def test_value_and_gradient_equal_numpy(kind, fwd_kind):
     term = make_term(kind, fwd_kind)
@@ -197,6 +201,20 @@ def test_take_rows_and_pad_rows(kind):
     assert_allclose(_val(x, sub), _val(x, TERMS[kind](fwd, values, sigma)), rtol=1e-13)
 
 
+@pytest.mark.parametrize("kind", list(TERMS))
+def test_terms_of_different_data_sets_stack_for_vmap(kind):
+    """Terms of two data sets (13 and 9 rows), padded and stacked: one value per
+    data set, each equal to its own term (a survey's structure)."""
+    terms = [make_term(kind), make_term(kind, n=9, seed=3)]
+    stacked = em.pad_and_stack(terms)
+    x = jnp.asarray(stokes_image())
+    vals = eqx.filter_jit(eqx.filter_vmap(lambda t, y: t(y), in_axes=(0, None)))(
+        stacked, x
+    )
+    for k, t in enumerate(terms):
+        assert_allclose(vals[k], _val(x, t), rtol=1e-13)
+
+
 def test_dead_rows_of_the_m_term_are_finite_where_the_model_i_is_zero():
     term = make_term("m")
     dead = eqx.tree_at(lambda t: t.weight, term, jnp.zeros(N))
@@ -240,6 +258,12 @@ def pol_rows(n=N, seed=40):
     return PolRows(u, v, vis, sigma, ant1, ant1 + 1, np.arange(n) // 2)
 
 
+def pol_rows_taken(data, rows):
+    vis, sigma = data.stokes()
+    return PolRows(data.u[rows], data.v[rows], vis[rows], sigma[rows],
+                   data.ant1[rows], data.ant2[rows], data.time_index[rows])  # fmt: skip
+
+
 @pytest.mark.parametrize("kind", list(TERMS))
 def test_from_data_takes_eht_imagings_rows(kind):
     data = pol_rows()
@@ -281,7 +305,7 @@ def test_pvis_with_conjugates_weighs_q_and_u_alike():
     is `Σ w (|ΔQ|² + |ΔU|²) / (2n)` over the n data rows (the cross term
     `Im(ΔQ ΔU*)` of `|ΔQ + iΔU|²` cancels)."""
     data = pol_rows()
-    term = em.PolVisChi2.from_data(data, GRID, forward="nufft", eps=1e-12)
+    term = em.PolVisChi2.from_data(data, GRID)
     x = stokes_image()
     keep = np.arange(N) != 2
     vis, sigma = data.stokes()
@@ -289,7 +313,7 @@ def test_pvis_with_conjugates_weighs_q_and_u_alike():
     d = model[:, 1:3] - vis[keep, 1:3]
     w = 1 / (sigma[keep, 1] ** 2 + sigma[keep, 2] ** 2)
     want = np.sum(w * np.sum(np.abs(d) ** 2, axis=1)) / (2 * keep.sum())
-    assert_allclose(term(x), want, rtol=1e-10)
+    assert_allclose(_val(jnp.asarray(x), term), want, rtol=1e-12)
 
 
 # ---------------------------------------------------------------------- refusals
@@ -379,6 +403,24 @@ def test_refuses_visibilities_of_the_wrong_shape(kind, unchecked):
     assert "shape (3, 4)" in msg, msg
     msg = unchecked[residuals]
     assert msg is not None and "`vis` has shape (3, 3)" in msg, msg
+
+
+@pytest.mark.parametrize("kind", list(TERMS))
+def test_sharded_from_data_refuses_terms_that_add_or_drop_rows(kind):
+    """`ShardedChi2.from_data` splits by data rows; these terms add the conjugate
+    baselines or drop flagged rows: refused, naming the way that works."""
+    data = pol_rows()
+    data.take = lambda rows: pol_rows_taken(data, rows)
+    with pytest.raises(
+        ValueError, match=r"cannot split it by data rows.*ShardedChi2\(term, mesh\)"
+    ):
+        em.ShardedChi2.from_data(TERMS[kind], data, GRID, mesh=mesh_of(2))
+    # What works: build the term, then wrap it.
+    term = TERMS[kind].from_data(data, GRID)
+    x = jnp.asarray(stokes_image())
+    assert_allclose(
+        _val(x, em.ShardedChi2(term, mesh_of(2))), _val(x, term), rtol=1e-14
+    )
 
 
 @pytest.mark.parametrize("kind", list(TERMS))
