@@ -215,6 +215,18 @@ def test_terms_of_different_data_sets_stack_for_vmap(kind):
         assert_allclose(vals[k], _val(x, t), rtol=1e-13)
 
 
+@pytest.mark.slow  # an objective of three terms and its Jacobian compiled
+def test_residual_jacobian_of_an_objective_of_polarimetric_terms():
+    from tests.toys import StokesToyImage
+
+    obj = em.Objective([make_term(k, seed=i) for i, k in enumerate(TERMS)])
+    model = StokesToyImage(GRID, jnp.asarray(stokes_image()))
+    r, jac = em.residual_jacobian(obj, model, chunk_size=32)
+    want = jax.jacfwd(lambda p: obj.residuals(StokesToyImage(GRID, p)))(model.planes)
+    assert_allclose(r, obj.residuals(model), rtol=1e-13)
+    assert_allclose(jac, want.reshape(r.size, -1), rtol=1e-12)
+
+
 def test_dead_rows_of_the_m_term_are_finite_where_the_model_i_is_zero():
     term = make_term("m")
     dead = eqx.tree_at(lambda t: t.weight, term, jnp.zeros(N))
