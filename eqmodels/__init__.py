@@ -140,9 +140,12 @@ from ._terms._amp import AmpChi2 as AmpChi2
 from ._terms._bispectrum import BispectrumChi2 as BispectrumChi2
 from ._terms._camp import ClosureAmpChi2 as ClosureAmpChi2
 from ._terms._cphase import ClosurePhaseChi2 as ClosurePhaseChi2
+from ._terms._frac_pol import FracPolChi2 as FracPolChi2
 from ._terms._logcamp import LogClosureAmpChi2 as LogClosureAmpChi2
 from ._terms._objective import AbstractTerm as AbstractTerm, Objective as Objective
+from ._terms._pol_vis import PolVisChi2 as PolVisChi2
 from ._terms._sharded import ShardedChi2 as ShardedChi2
+from ._terms._stokes_v import StokesVChi2 as StokesVChi2
 from ._terms._wrapper import AbstractTermWrapper as AbstractTermWrapper
 
 
@@ -234,6 +237,7 @@ __all__ = [
     "enable_compilation_cache",
     "example_uvfits",
     "Flux",
+    "FracPolChi2",
     "GainAmplitudePrior",
     "GainCorrected",
     "GainPhaseReference",
@@ -274,6 +278,7 @@ __all__ = [
     "plot_images",
     "plot_uv_coverage",
     "PolVisData",
+    "PolVisChi2",
     "RAD_PER_DEG",
     "RAD_PER_UAS",
     "rad_to_uas",
@@ -298,6 +303,7 @@ __all__ = [
     "stop_test",
     "StationGains",
     "StationTable",
+    "StokesVChi2",
     "survey",
     "SurveyResult",
     "taper",

@@ -375,6 +375,13 @@ def _as_piece(term, rows, live, n, slots, table):
     set's `n_rows` and time slots (and their table's fingerprint). A term's N
     counts its values, `n_rows / rows` per row (a `VisChi2` on `(n, k)` points
     counts `k`)."""
+    if term.rows != len(rows):
+        raise ValueError(
+            f"{type(term).__name__}.from_data gave {term.rows} rows for "
+            f"{len(rows)} rows of data (it adds or drops rows: conjugate baselines, "
+            "flagged rows), so ShardedChi2.from_data cannot split it by data rows; "
+            "build the term and wrap it (`ShardedChi2(term, mesh)`)."
+        )
     per_row, rest = divmod(int(term.n_rows), term.rows)
     if rest:
         raise ValueError(

@@ -1,0 +1,114 @@
+"""Chi² of linear-polarization visibilities `P = Q + iU` (eht-imaging's `pvis`)."""
+
+import numpy as np
+from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
+
+from .._forward._base import AbstractForwardModel
+from .._forward._select import ForwardLike
+from .._grid import ImageGrid
+from ._base import AbstractDataTerm
+from ._common import index_key_leaf, row_labels
+from ._pol_common import (
+    check_stokes_vis,
+    complex_chi2,
+    complex_residuals,
+    complex_rows,
+    polarization,
+    stokes_rows,
+    term_from_rows,
+)
+
+
+class PolVisChi2(AbstractDataTerm):
+    """Chi² of linear-polarization visibilities (eht-imaging's `'pvis'` term):
+
+    `χ² = Σ_k w_k |P̂_k − P_k|² / (2N)`, `P̂ = Q̂ + iÛ`, `w_k = 1/σ_k²`,
+
+    with `N` the number of rows. A polarimetric term: evaluated on a polarimetric
+    image model or a `(4, ny, nx)` array (I, Q, U, V), whose Q and U planes it
+    uses. A row of weight exactly 0 contributes exactly 0 (that is how rows are
+    padded); `n_rows` keeps the true `N`.
+
+    [`eqmodels.PolVisChi2.from_data`][] takes eht-imaging's rows: each baseline
+    and its conjugate (see there), so that its value is eht-imaging's `polchisq`.
+    """
+
+    forward: AbstractForwardModel | None
+    pvis: Complex[Array, " n"]
+    weight: Float[Array, " n"]
+    n_rows: Int[Array, ""]
+    stations: Int[Array, "n 2"]
+    time_index: Int[Array, " n"]
+    index_key: Int[Array, ""]
+
+    polarimetric = True
+    report_name = "pvis"
+    row_fields = ("pvis", "weight", "stations", "time_index")
+
+    def __init__(
+        self,
+        forward: AbstractForwardModel,
+        pvis: ArrayLike,
+        sigma: ArrayLike,
+        *,
+        stations: ArrayLike | None = None,
+        time_index: ArrayLike | None = None,
+        index_key: int | ArrayLike | None = None,
+    ):
+        """**Arguments:**
+
+        - `forward`: the forward model at the rows' `(u, v)`, points of shape `(n,)`.
+        - `pvis`: observed `P = Q + iU` visibilities (Jy, finite), shape `(n,)`.
+        - `sigma`: their thermal noise per real and imaginary part (Jy, > 0; for
+          eht-imaging's data `sqrt(σ_Q² + σ_U²)`), shape `(n,)`.
+        - `stations`, `time_index`: each row's station pair and time slot (see
+          [`eqmodels.VisChi2`][]); default unknown (`-1`).
+        - `index_key`: the fingerprint of the tables that `time_index` and
+          `stations` point into; default unknown (`-1`).
+        """
+        self.pvis, self.weight, self.n_rows = complex_rows(
+            forward, "PolVisChi2", "pvis", pvis, sigma, jy=True
+        )
+        self.forward = forward
+        self.stations, self.time_index = row_labels(
+            stations, time_index, tuple(forward.u.shape)
+        )
+        self.index_key = index_key_leaf(index_key)
+
+    @classmethod
+    def from_data(
+        cls, data, grid: ImageGrid, *, forward: ForwardLike = "direct", **forward_kwargs
+    ) -> "PolVisChi2":
+        """The term for a polarimetric data set (a `PolVisData`, from
+        `eqmodels.load_uvfits(path, polarization="full")`), with eht-imaging's rows
+        (its `chisqdata_pvis`): `P = Q + iU` and `σ = sqrt(σ_Q² + σ_U²)` from
+        `data.stokes()` on every row, **followed by each row's conjugate
+        baseline** (`(−u, −v)`, `P = Q* + iU*`, the same σ, the station pair
+        swapped), so `N` is twice the number of rows used; with both orientations
+        the value weighs the Q and U residuals alike. Rows whose Q or U is flagged
+        (NaN) are dropped (eht-imaging keeps them, and its χ² is then NaN).
+
+        **Arguments:**
+
+        - `data`: the polarimetric visibilities (e.g. scan-averaged).
+        - `grid`: the image grid.
+        - `forward`: `"direct"`, `"separable"` or `"nufft"`, a forward-model class
+          or a callable `(grid, u, v) -> forward model` (see
+          [`eqmodels.make_forward`][]).
+        - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
+        """
+        rows = stokes_rows(data, cls.__name__, conjugates=True)
+        s, sig = rows["stokes"], rows["sigma"]
+        values = s[:, 1] + 1j * s[:, 2]
+        sigma = np.sqrt(sig[:, 1] ** 2 + sig[:, 2] ** 2)
+        return term_from_rows(
+            cls, rows, values, sigma, grid, forward, forward_kwargs, needs="Q and U"
+        )
+
+    def residuals_from_vis(self, vis: Complex[Array, "n 4"]) -> Float[Array, " m"]:
+        check_stokes_vis(self, vis, self.pvis.shape[0])
+        return complex_residuals(self.weight, self.n_rows, polarization(vis), self.pvis)
+
+    def chi2_from_vis(self, vis: Complex[Array, "n 4"]) -> Scalar:
+        check_stokes_vis(self, vis, self.pvis.shape[0])
+        return complex_chi2(self.weight, self.n_rows, polarization(vis), self.pvis)
