@@ -11,6 +11,7 @@ import warnings
 
 import jax
 import numpy as np
+from astropy.io import fits
 
 import eqmodels.testing as emt
 
@@ -98,3 +99,43 @@ def run_without_x64(code: str, *args: str) -> dict:
     )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# The header cards a new random-groups HDU writes for itself.
+_STRUCTURAL = (
+    "SIMPLE",
+    "BITPIX",
+    "NAXIS",
+    "GROUPS",
+    "PCOUNT",
+    "GCOUNT",
+    "PTYPE",
+    "PSCAL",
+    "PZERO",
+    "EXTEND",
+    "BSCALE",
+    "BZERO",
+)
+
+
+def float64_uvfits_copy(src, dst):
+    """Write `src` (a uvfits file) to `dst` with its random parameters and data in
+    float64 (the same values: float32 widens exactly). eht-imaging computes in a
+    float32 file's precision; comparisons to 1e-9 read such a copy."""
+
+    with fits.open(src) as h:
+        g = h[0]
+        names = list(g.data.parnames)
+        pars = [np.asarray(g.data.par(i), np.float64) for i in range(len(names))]
+        data = np.asarray(g.data["DATA"], np.float64)
+        groups = fits.GroupData(data, parnames=names, pardata=pars, bitpix=-64)
+        hdu = fits.GroupsHDU(groups)
+        for card in g.header.cards:
+            key = card.keyword
+            if (
+                key
+                and not key.startswith(_STRUCTURAL)
+                and key not in ("COMMENT", "HISTORY")
+            ):
+                hdu.header[key] = card.value
+        fits.HDUList([hdu] + [x.copy() for x in h[1:]]).writeto(dst)

@@ -9,11 +9,10 @@ of each file (the same values: float32 widens exactly, as the first test checks)
 
 import numpy as np
 import pytest
-from astropy.io import fits
 
 import eqmodels as em
 
-from .helpers import assert_allclose, ehtim_row_index, quiet
+from .helpers import assert_allclose, ehtim_row_index, float64_uvfits_copy, quiet
 
 
 pytestmark = pytest.mark.slow  # the eht-imaging oracle
@@ -29,48 +28,11 @@ FILES = {
     ),
 }
 RTOL = 1e-9
-# The header cards a new random-groups HDU writes for itself.
-_STRUCTURAL = (
-    "SIMPLE",
-    "BITPIX",
-    "NAXIS",
-    "GROUPS",
-    "PCOUNT",
-    "GCOUNT",
-    "PTYPE",
-    "PSCAL",
-    "PZERO",
-    "EXTEND",
-    "BSCALE",
-    "BZERO",
-)
-
-
-def _float64_copy(src, dst):
-    """`src` with its random parameters and data in float64 (same values)."""
-    with fits.open(src) as h:
-        g = h[0]
-        names = list(g.data.parnames)
-        pars = [np.asarray(g.data.par(i), np.float64) for i in range(len(names))]
-        data = np.asarray(g.data["DATA"], np.float64)
-        groups = fits.GroupData(data, parnames=names, pardata=pars, bitpix=-64)
-        hdu = fits.GroupsHDU(groups)
-        for card in g.header.cards:
-            key = card.keyword
-            if (
-                key
-                and not key.startswith(_STRUCTURAL)
-                and key not in ("COMMENT", "HISTORY")
-            ):
-                hdu.header[key] = card.value
-        fits.HDUList([hdu] + [x.copy() for x in h[1:]]).writeto(dst)
-
-
 @pytest.fixture(scope="module", params=sorted(FILES))
 def pair(request, shared_data, tmp_path_factory):
     src = shared_data / FILES[request.param]
     dst = tmp_path_factory.mktemp("pol") / "f64.uvfits"
-    _float64_copy(src, dst)
+    float64_uvfits_copy(src, dst)
     ours = em.load_uvfits(dst, polarization="full")
     original = em.load_uvfits(src, polarization="full")
     for k in ("corr", "sigma", "flag", "time", "u", "v"):
