@@ -3,7 +3,6 @@ objective: sums of squares of the Jones module's parameters, like the gain
 priors ([`eqmodels.AbstractGainPrior`][]), so that [`eqmodels.with_gains`][] and
 [`eqmodels.WithGains`][] put the current matrices into them."""
 
-import math
 import numbers
 from typing import ClassVar
 
@@ -119,9 +118,7 @@ class JonesGainPrior(AbstractGainPrior):
 
     def gain_residuals(self, gains: StationJones) -> Float[Array, " m"]:
         la, ph = gains.log_amp, gains.phase
-        amp = la / self.tol.astype(la.dtype)
-        if math.isinf(float(self.tol)):
-            amp = jnp.zeros_like(la)
+        amp = la / self.tol.astype(la.dtype)  # 0 for tol = inf
         w = jnp.asarray(gains.present, ph.dtype)[..., None]  # (k, s, 1)
         mean = jnp.sum(w * ph, axis=1) / jnp.maximum(jnp.sum(w, axis=1), 1.0)
         col = jnp.maximum(self.station, 0)

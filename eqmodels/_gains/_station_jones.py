@@ -75,18 +75,18 @@ class StationJones(AbstractJones):
 
     def __init__(
         self,
-        log_amp: Float[ArrayLike, "k s 2"],
-        phase: Float[ArrayLike, "k s 2"],
-        d_real: Float[ArrayLike, "kd s 2"],
-        d_imag: Float[ArrayLike, "kd s 2"],
-        slot_interval: Int[ArrayLike, " t"],
-        slot_dterm: Int[ArrayLike, " t"],
+        log_amp: ArrayLike,
+        phase: ArrayLike,
+        d_real: ArrayLike,
+        d_imag: ArrayLike,
+        slot_interval: ArrayLike,
+        slot_dterm: ArrayLike,
         station_names: Sequence[str],
         *,
-        field_rotation: Float[ArrayLike, "t s"] | None = None,
+        field_rotation: ArrayLike | None = None,
         feeds: Sequence[str] | None = None,
-        present: Bool[ArrayLike, "k s"] | None = None,
-        dterm_present: Bool[ArrayLike, "kd s"] | None = None,
+        present: ArrayLike | None = None,
+        dterm_present: ArrayLike | None = None,
         index_key: int | ArrayLike | None = None,
         field_rotation_corrected: bool = False,
     ):
@@ -117,10 +117,12 @@ class StationJones(AbstractJones):
             )
         if len(set(names)) != len(names):
             raise ValueError("`station_names` names a station more than once.")
+        names = tuple(str(x) for x in names)  # numpy strings are not static-safe
         n_st = len(names)
         if feeds is None:
             feeds = ("circular",) * n_st
         feeds = tuple(feeds) if not isinstance(feeds, str) else (feeds,) * n_st
+        feeds = tuple(str(f) if isinstance(f, str) else f for f in feeds)
         if len(feeds) != n_st or any(f not in FEEDS for f in feeds):
             raise ValueError(
                 f"`feeds` must give one of {FEEDS} per station ({n_st} stations), "
@@ -237,10 +239,10 @@ class StationJones(AbstractJones):
         interval: str | float | int = "scan",
         dterm_interval: str = "track",
         *,
-        field_rotation: Float[ArrayLike, "n 2"] | None = None,
+        field_rotation: ArrayLike | float | None = None,
         feeds: Sequence[str] | None = None,
-        gains: Complex[ArrayLike, "k s 2"] | None = None,
-        dterms: Complex[ArrayLike, "kd s 2"] | None = None,
+        gains: ArrayLike | None = None,
+        dterms: ArrayLike | None = None,
         field_rotation_corrected: bool = False,
         scan_gap: float | int = DEFAULT_SCAN_GAP_S,
     ) -> "StationJones":

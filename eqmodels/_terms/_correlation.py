@@ -56,13 +56,13 @@ class CorrelationChi2(AbstractDataTerm):
     def __init__(
         self,
         forward: AbstractForwardModel,
-        corr: Complex[ArrayLike, "n 4"],
-        sigma: Float[ArrayLike, "n 4"],
+        corr: ArrayLike,
+        sigma: ArrayLike,
         *,
-        flag: Bool[ArrayLike, "n 4"] | None = None,
+        flag: ArrayLike | None = None,
         feeds: ArrayLike | None = None,
-        stations: Int[ArrayLike, "n 2"] | None = None,
-        time_index: Int[ArrayLike, " n"] | None = None,
+        stations: ArrayLike | None = None,
+        time_index: ArrayLike | None = None,
         index_key: int | ArrayLike | None = None,
     ):
         """**Arguments:**
