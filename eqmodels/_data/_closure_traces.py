@@ -19,7 +19,7 @@ import itertools
 
 import equinox as eqx
 import numpy as np
-from jaxtyping import Array, Complex, Float, Int
+from jaxtyping import ArrayLike, Complex, Float, Int
 
 
 #: The six classes of orderings of a quartet `p < q < r < s`: `𝒯_abcd` equals
@@ -52,17 +52,19 @@ class ClosureTraceProducts(eqx.Module):
       legs; `time_index` `(m,)`; `conjugate` `(m,)`: the index of the conjugate
       quadrangle's entry (`kind="trace"`; −1 where it was dropped);
     - `index_key`: the data set's fingerprint (−1 unknown).
+
+    The arrays are numpy (host data, like a data set's).
     """
 
-    u: Float[Array, "m 4"]
-    v: Float[Array, "m 4"]
-    values: Complex[Array, " m"]
-    sigma: Float[Array, " m"]
-    quadrangle: Int[Array, "m 4"]
-    legs: Int[Array, "m 4 2"]
-    rows: Int[Array, "m 4"]
-    time_index: Int[Array, " m"]
-    conjugate: Int[Array, " m"]
+    u: Float[np.ndarray, "m 4"]
+    v: Float[np.ndarray, "m 4"]
+    values: Complex[np.ndarray, " m"]
+    sigma: Float[np.ndarray, " m"]
+    quadrangle: Int[np.ndarray, "m 4"]
+    legs: Int[np.ndarray, "m 4 2"]
+    rows: Int[np.ndarray, "m 4"]
+    time_index: Int[np.ndarray, " m"]
+    conjugate: Int[np.ndarray, " m"]
     kind: str = eqx.field(static=True, default="trace")
     index_key: int = eqx.field(static=True, default=-1)
 
@@ -107,15 +109,15 @@ def trace_and_gradients(c: np.ndarray):
 
 
 def closure_traces(
-    corr: Complex[np.ndarray, "n 4"],
-    sigma: Float[np.ndarray, "n 4"],
-    ant1: Int[np.ndarray, " n"],
-    ant2: Int[np.ndarray, " n"],
-    time_index: Int[np.ndarray, " n"],
+    corr: ArrayLike,
+    sigma: ArrayLike,
+    ant1: ArrayLike,
+    ant2: ArrayLike,
+    time_index: ArrayLike,
     *,
-    u: Float[np.ndarray, " n"] | None = None,
-    v: Float[np.ndarray, " n"] | None = None,
-    flag: np.ndarray | None = None,
+    u: ArrayLike | None = None,
+    v: ArrayLike | None = None,
+    flag: ArrayLike | None = None,
     kind: str = "trace",
     index_key: int = -1,
 ) -> ClosureTraceProducts:
@@ -198,9 +200,6 @@ def closure_traces(
     order = np.argsort(ti, kind="stable")
     bounds = np.flatnonzero(np.diff(ti[order])) + 1
     for group in np.split(order, bounds):
-        group = group[usable[group]]
-        if group.size < 6:
-            continue
         table: dict[tuple[int, int], int] = {}
         for r in group:
             key = (int(min(a1[r], a2[r])), int(max(a1[r], a2[r])))
@@ -211,6 +210,9 @@ def closure_traces(
                     "band, or average the data first)."
                 )
             table[key] = int(r)
+        table = {k: r for k, r in table.items() if usable[r]}
+        if len(table) < 6:
+            continue
         sts = sorted({s for k in table for s in k})
         for quartet in itertools.combinations(sts, 4):
             if not all(k in table for k in itertools.combinations(quartet, 2)):

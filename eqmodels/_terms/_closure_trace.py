@@ -16,7 +16,7 @@ from .._gains._jones_math import (
 )
 from .._grid import ImageGrid
 from .._numerics import asarray
-from .._validation import as_complex, is_concrete
+from .._validation import as_complex
 from ._base import AbstractDataTerm, n_rows_leaf
 from ._common import (
     abs2,
@@ -92,11 +92,6 @@ class ClosureTraceChi2(AbstractDataTerm):
             raise ValueError(
                 f"`values` has shape {np.shape(values)} but `forward` has {n} rows "
                 "(quadrangles): one closure trace per row."
-            )
-        if is_concrete(values) and not np.all(np.isfinite(np.asarray(values))):
-            raise ValueError(
-                "`values` has non-finite closure traces: drop those quadrangles "
-                "(`eqmodels.closure_traces` does)."
             )
         self.forward = forward
         self.values = asarray(values, ctype)
