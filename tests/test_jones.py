@@ -179,7 +179,8 @@ def test_matrices_equal_ehtim_make_jones_on_real_m87_times(shared_data):
     M87 2017 file: with known D-terms (`tarr['dr']`, `['dl']`, no random offset),
     field-rotation coefficients of each mount kind and its random gains, our
     `StationJones` with the same gains, D-terms and angles gives its matrices,
-    also for data whose field rotation was corrected (`frcal=True, dcal=False`)."""
+    also for data whose field rotation was corrected (`frcal=True, dcal=False`),
+    and corrupts the file's rows as its `add_jones_and_noise` does."""
     with quiet():
         eh = pytest.importorskip("ehtim")
         from ehtim.observing import obs_simulate as sim
@@ -234,6 +235,47 @@ def test_matrices_equal_ehtim_make_jones_on_real_m87_times(shared_data):
         )
         got = np.asarray(jones.matrices(st, ti))[:, 0].reshape(nt, ns, 2, 2)
         assert_allclose(got, want, rtol=1e-12, err=f"corrected={corrected}")
+        if corrected:
+            continue
+        # Its corruption of the file's rows, `J_a C J_bᴴ` (the same matrices: the
+        # same seed), is `jones.apply` of their Stokes visibilities, row by row.
+        with quiet():
+            bad = sim.add_jones_and_noise(
+                obs,
+                add_th_noise=False,
+                ampcal=False,
+                phasecal=False,
+                dcal=False,
+                frcal=False,
+                verbose=False,
+                **kw,
+            )
+
+        def corr_of(x):
+            return np.stack([x["rrvis"], x["llvis"], x["rlvis"], x["lrvis"]], axis=1)
+
+        clean, want_rows = corr_of(obs.data), corr_of(bad)
+        ok = np.all(np.isfinite(clean), axis=1)
+        rows_st = np.stack(
+            [
+                [obs.tkey[t] for t in obs.data["t1"]],
+                [obs.tkey[t] for t in obs.data["t2"]],
+            ],
+            axis=1,
+        )
+        rows_t = np.searchsorted(np.asarray(times), obs.data["time"])
+        stokes = np.stack(
+            [
+                (clean[:, 0] + clean[:, 1]) / 2,
+                (clean[:, 2] + clean[:, 3]) / 2,
+                (clean[:, 2] - clean[:, 3]) / 2j,
+                (clean[:, 0] - clean[:, 1]) / 2,
+            ],
+            axis=1,
+        )
+        got_rows = jones.apply(jnp.asarray(stokes[ok]), rows_st[ok], rows_t[ok])
+        assert ok.sum() > 5000
+        assert_allclose(got_rows, want_rows[ok], rtol=1e-12, err="apply vs ehtim")
 
 
 # ------------------------------------------------------------ the data term
