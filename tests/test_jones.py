@@ -14,6 +14,7 @@ from tests.helpers import assert_allclose, check_grad_fd, quiet
 from tests.reference import jones as rj
 from tests.reference.numpy_ft import dft_matrix
 from tests.test_sharding import mesh_of
+from tests.unchecked import unchecked_error
 
 
 GRID = em.ImageGrid(8, 8, em.uas_to_rad(6.0))
@@ -546,6 +547,27 @@ def test_correlation_chi2_refuses_bad_inputs():
         )
     with pytest.raises(TypeError, match="no `correlations\\(\\)`"):
         em.CorrelationChi2.from_data(object(), GRID)
+
+
+_SETUP = (
+    "z = np.zeros((1, 2, 2)); s = np.zeros(3, int)\n"
+    "jones = em.StationJones(z, z, z, z, s, s, ['A', 'B'])\n"
+    "g = em.StationGains(np.zeros((1, 2)), np.zeros((1, 2)), s, [[0.0, 1.0]], "
+    "['A', 'B'])\n"
+    "u = np.ones(2, np.float32)\n"
+    "fwd = em.DirectFT(em.ImageGrid(4, 4, 1e-10), u, u)\n"
+    "term = em.CorrelationChi2(fwd, np.ones((2, 4)), np.ones((2, 4)), "
+    "stations=[[0, 1], [0, 1]], time_index=[0, 1])"
+)
+GAINS_FOR_JONES = unchecked_error("em.JonesCorrected(term, g)", "TypeError", _SETUP)
+GAINS_FOR_PRIOR = unchecked_error("em.DTermPrior(g)", "TypeError", _SETUP)
+
+
+def test_unchecked_messages_name_the_fix(unchecked):
+    msg = unchecked[GAINS_FOR_JONES]
+    assert msg is not None and "StationJones.from_data" in msg, msg
+    msg = unchecked[GAINS_FOR_PRIOR]
+    assert msg is not None and "reads the tables of a StationJones" in msg, msg
 
 
 def test_jones_corrected_and_priors_refuse_bad_inputs():
