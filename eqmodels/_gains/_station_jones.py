@@ -12,10 +12,10 @@ from jaxtyping import Array, ArrayLike, Bool, Complex, Float, Int
 from .._data._visdata import DEFAULT_SCAN_GAP_S, find_scans
 from .._numerics import asarray
 from .._terms._common import index_key_leaf
+from .._terms._correlation_math import feed_matrix, FEEDS, matmul
 from .._validation import is_concrete
 from ._intervals import check_interval, edge_hours
 from ._jones_abstract import AbstractJones
-from ._jones_math import feed_matrix, FEEDS, matmul
 
 
 class StationJones(AbstractJones):
@@ -277,9 +277,14 @@ class StationJones(AbstractJones):
             raise ValueError(
                 f"`dterm_interval` must be 'track' or 'scan', got {dterm_interval!r}."
             )
-        time = np.asarray(data.time)
-        ts = np.unique(time)
+        stamps = getattr(data, "timestamps", None)
+        ts = np.asarray(stamps() if callable(stamps) else np.unique(data.time))
         ti = np.asarray(data.time_index)
+        if ti.size and (ti.min() < 0 or ti.max() >= ts.size):
+            raise ValueError(
+                f"`data.time_index` points outside its {ts.size} timestamps: a data "
+                "set's time slots index its distinct timestamps."
+            )
         a1, a2 = np.asarray(data.ant1), np.asarray(data.ant2)
         names = tuple(data.station_names)
         n_st = len(names)

@@ -8,12 +8,6 @@ from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 from .._data._closure_traces import closure_traces, ClosureTraceProducts
 from .._forward._base import AbstractForwardModel
 from .._forward._select import ForwardLike, make_forward
-from .._gains._jones_math import (
-    adjugate,
-    det,
-    matmul,
-    stokes_to_coherency,
-)
 from .._grid import ImageGrid
 from .._numerics import asarray
 from .._validation import as_complex
@@ -27,6 +21,12 @@ from ._common import (
     row_labels,
     values_dtype,
     weight_from_sigma,
+)
+from ._correlation_math import (
+    adjugate,
+    det,
+    matmul,
+    stokes_to_coherency,
 )
 
 

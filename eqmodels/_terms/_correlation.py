@@ -6,7 +6,6 @@ from jaxtyping import Array, ArrayLike, Bool, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
 from .._forward._select import ForwardLike, make_forward
-from .._gains._jones_math import FEEDS, stokes_to_correlations
 from .._grid import ImageGrid
 from .._numerics import asarray
 from .._validation import is_concrete
@@ -20,6 +19,7 @@ from ._common import (
     row_labels,
     values_dtype,
 )
+from ._correlation_math import FEEDS, stokes_to_correlations
 
 
 class CorrelationChi2(AbstractDataTerm):
