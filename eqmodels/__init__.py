@@ -175,6 +175,24 @@ from ._gains._with_gains import with_gains as with_gains
 
 # --- end gains ---
 # isort: split
+# --- station Jones matrices, correlations and closure traces ---
+from ._data._closure_traces import (
+    closure_traces as closure_traces,
+    ClosureTraceProducts as ClosureTraceProducts,
+)
+from ._gains._jones_abstract import AbstractJones as AbstractJones
+from ._gains._jones_corrected import JonesCorrected as JonesCorrected
+from ._gains._jones_priors import (
+    DTermPrior as DTermPrior,
+    JonesGainPrior as JonesGainPrior,
+)
+from ._gains._station_jones import StationJones as StationJones
+from ._terms._closure_trace import ClosureTraceChi2 as ClosureTraceChi2
+from ._terms._correlation import CorrelationChi2 as CorrelationChi2
+
+
+# --- end Jones ---
+# isort: split
 # --- recipes and command line ---
 from ._recipe._m87 import (
     closure_score as closure_score,
@@ -195,6 +213,7 @@ __all__ = [
     "AbstractGains",
     "AbstractGradientSolver",
     "AbstractImageModel",
+    "AbstractJones",
     "AbstractLeastSquaresSolver",
     "AbstractPolImageModel",
     "AbstractPulse",
@@ -223,15 +242,20 @@ __all__ = [
     "closure_phase_residuals",
     "closure_phases",
     "closure_score",
+    "closure_traces",
     "ClosureAmpChi2",
     "ClosureAmpProducts",
     "ClosurePhaseChi2",
     "ClosurePhaseProducts",
+    "ClosureTraceChi2",
+    "ClosureTraceProducts",
     "Compactness",
     "Compactness2",
     "concatenate",
+    "CorrelationChi2",
     "DeltaPulse",
     "DirectFT",
+    "DTermPrior",
     "EHT2017",
     "compiler_options",
     "enable_compilation_cache",
@@ -251,6 +275,8 @@ __all__ = [
     "image_m87",
     "ImageGrid",
     "is_real_float_array",
+    "JonesCorrected",
+    "JonesGainPrior",
     "L1",
     "LBFGS",
     "LeastSquaresState",
@@ -300,6 +326,7 @@ __all__ = [
     "solve",
     "solve_scipy",
     "SolverOptions",
+    "StationJones",
     "stop_test",
     "StationGains",
     "StationTable",

@@ -11,6 +11,7 @@ from .._terms._base import AbstractDataTerm, from_shared_vis
 from .._terms._wrapper import AbstractTermWrapper
 from .._validation import is_concrete
 from ._abstract import AbstractGains
+from ._jones_abstract import AbstractJones
 
 
 class GainCorrected(AbstractTermWrapper):
@@ -127,7 +128,7 @@ class GainCorrected(AbstractTermWrapper):
         return from_shared_vis(self.term, "residuals_from_vis", self.corrupted(vis))
 
 
-def check_same_tables(term, gains: AbstractGains) -> None:
+def check_same_tables(term, gains: AbstractGains | AbstractJones) -> None:
     """Refuse a term and gains whose `index_key`s (fingerprints of the time slots
     and station table their indices point into) are both known and differ. Checked
     on concrete keys only (under `jit` they are traced)."""

@@ -10,12 +10,12 @@ from jaxtyping import Array, ArrayLike, Float, PyTree, Scalar
 
 from .._custom_types import RealLike
 from .._terms._base import AbstractTerm, as_objective, Objective
-from ._abstract import AbstractGains
 from ._corrected import check_same_tables
 from ._with_gains import (
     check_gains_class,
     gains_in,
     is_gain_corrected,
+    is_gains,
     with_gains,
 )
 
@@ -186,18 +186,14 @@ def _pair(model) -> tuple:
     if (
         isinstance(model, tuple | list)
         and len(model) == 2
-        and isinstance(model[0], AbstractGains)
-        and not isinstance(model[1], AbstractGains)
+        and is_gains(model[0])
+        and not is_gains(model[1])
     ):
         raise TypeError(
             "a WithGains objective takes the model pair `(image_model, gains)`, "
             "got `(gains, image_model)`: swap the two."
         )
-    if (
-        not isinstance(model, tuple | list)
-        or len(model) != 2
-        or not isinstance(model[1], AbstractGains)
-    ):
+    if not isinstance(model, tuple | list) or len(model) != 2 or not is_gains(model[1]):
         got = (
             f"a {type(model).__name__} of {len(model)}"
             if isinstance(model, tuple | list)
@@ -205,7 +201,8 @@ def _pair(model) -> tuple:
         )
         raise TypeError(
             "a WithGains objective takes the model pair `(image_model, gains)` "
-            f"(gains a StationGains or other `AbstractGains`), got {got}: solve "
+            f"(gains a StationGains or other `AbstractGains`, or a StationJones), "
+            f"got {got}: solve "
             "`(image_model, em.StationGains.from_data(data))`."
         )
     return model[0], model[1]
