@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Complex, Int
 
-from .._terms._correlation_math import (
+from .._coherency import (
     adjugate,
     coherency_to_correlations,
     coherency_to_stokes,

@@ -9,10 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Complex, Float, Int
 
+from .._coherency import FEEDS, station_jones
 from .._data._visdata import DEFAULT_SCAN_GAP_S, find_scans
 from .._numerics import asarray
 from .._terms._common import index_key_leaf
-from .._terms._correlation_math import feed_matrix, FEEDS, matmul
 from .._validation import is_concrete
 from ._intervals import check_interval, edge_hours
 from ._jones_abstract import AbstractJones
@@ -384,41 +384,13 @@ class StationJones(AbstractJones):
         g = self.complex_gains()[self.slot_interval[t][..., None], s]  # (*p, 2, 2)
         d = self.dterms()[self.slot_dterm[t][..., None], s]
         e = jax.lax.stop_gradient(self.rotation)[t[..., None], s]  # (*p, 2)
-        ctype = g.dtype
+        linear = np.asarray([f == "linear" for f in self.feeds])
+        lin = jnp.asarray(linear)[s] if linear.any() else None
+        j = station_jones(
+            g, d, e, lin, field_rotation_corrected=self.field_rotation_corrected
+        )
         one = jnp.ones_like(g[..., 0])
         zero = jnp.zeros_like(g[..., 0])
-        # G D for each end, then T and Φ.
-        gd = jnp.stack(
-            [
-                jnp.stack([g[..., 0], g[..., 0] * d[..., 0]], -1),
-                jnp.stack([g[..., 1] * d[..., 1], g[..., 1]], -1),
-            ],
-            -2,
-        )
-        e = e.astype(ctype)
-        phi = jnp.stack(
-            [jnp.stack([jnp.conj(e), zero], -1), jnp.stack([zero, e], -1)], -2
-        )
-        linear = np.asarray([f == "linear" for f in self.feeds])
-        if linear.any():
-            tm = feed_matrix(jnp.asarray(linear)[s], ctype)
-        else:
-            tm = None
-        if self.field_rotation_corrected:
-            # R⁻¹ G D R T = T Φ⁻¹ Tᴴ G D T Φ (R = T Φ Tᴴ).
-            phi_inv = jnp.stack(
-                [jnp.stack([e, zero], -1), jnp.stack([zero, jnp.conj(e)], -1)], -2
-            )
-            if tm is None:
-                j = matmul(matmul(phi_inv, gd), phi)
-            else:
-                th = jnp.conj(jnp.swapaxes(tm, -1, -2))
-                left = matmul(matmul(tm, phi_inv), th)
-                j = matmul(matmul(left, gd), matmul(tm, phi))
-        elif tm is None:
-            j = matmul(gd, phi)
-        else:
-            j = matmul(gd, matmul(tm, phi))
         eye = jnp.stack([jnp.stack([one, zero], -1), jnp.stack([zero, one], -1)], -2)
         return jnp.where(known[..., None, None, None], j, eye)
 

@@ -5,6 +5,12 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
+from .._coherency import (
+    adjugate,
+    det,
+    matmul,
+    stokes_to_coherency,
+)
 from .._data._closure_traces import closure_traces, ClosureTraceProducts
 from .._forward._base import AbstractForwardModel
 from .._forward._select import ForwardLike, make_forward
@@ -21,12 +27,6 @@ from ._common import (
     row_labels,
     values_dtype,
     weight_from_sigma,
-)
-from ._correlation_math import (
-    adjugate,
-    det,
-    matmul,
-    stokes_to_coherency,
 )
 
 

@@ -4,6 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Complex, Float, Int, Scalar
 
+from .._coherency import FEEDS, stokes_to_correlations
 from .._forward._base import AbstractForwardModel
 from .._forward._select import ForwardLike, make_forward
 from .._grid import ImageGrid
@@ -19,7 +20,6 @@ from ._common import (
     row_labels,
     values_dtype,
 )
-from ._correlation_math import FEEDS, stokes_to_correlations
 
 
 class CorrelationChi2(AbstractDataTerm):

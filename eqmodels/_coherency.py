@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Bool, Complex
 
-from .._validation import is_concrete
+from ._validation import is_concrete
 
 
 #: The feed kinds a station may have, in the order of their integer codes.
@@ -160,3 +160,44 @@ def correlations_to_stokes(
 def _any_linear(linear) -> bool:
     """Whether any entry may be linear (True when traced: take the general path)."""
     return not is_concrete(linear) or bool(np.any(np.asarray(linear)))
+
+
+def station_jones(
+    g: Complex[Array, "*s 2"],
+    d: Complex[Array, "*s 2"],
+    e: Complex[Array, "*s"],
+    linear: Bool[ArrayLike, "*s"] | None = None,
+    *,
+    field_rotation_corrected: bool = False,
+) -> Complex[Array, "*s 2 2"]:
+    """A station's Jones matrix `J = G D T Φ` per entry (eht-imaging's
+    `make_jones`): `G = diag(g_R, g_L)`, `D = [[1, d_R], [d_L, 1]]`, `T` the feed
+    basis (identity for circular feeds, `T_LINEAR` where `linear`), `Φ =
+    diag(e^{−iφ}, e^{+iφ})` from `e = e^{iφ}`. With `field_rotation_corrected`
+    (data whose field rotation was removed, not their leakage): `R⁻¹ G D R T`,
+    `R = T Φ Tᴴ`."""
+    ctype = g.dtype
+    zero = jnp.zeros_like(g[..., 0])
+    gd = jnp.stack(
+        [
+            jnp.stack([g[..., 0], g[..., 0] * d[..., 0]], -1),
+            jnp.stack([g[..., 1] * d[..., 1], g[..., 1]], -1),
+        ],
+        -2,
+    )
+    e = e.astype(ctype)
+    phi = jnp.stack([jnp.stack([jnp.conj(e), zero], -1), jnp.stack([zero, e], -1)], -2)
+    tm = None if linear is None else feed_matrix(linear, ctype)
+    if field_rotation_corrected:
+        # R⁻¹ G D R T = T Φ⁻¹ Tᴴ G D T Φ (R = T Φ Tᴴ).
+        phi_inv = jnp.stack(
+            [jnp.stack([e, zero], -1), jnp.stack([zero, jnp.conj(e)], -1)], -2
+        )
+        if tm is None:
+            return matmul(matmul(phi_inv, gd), phi)
+        th = jnp.conj(jnp.swapaxes(tm, -1, -2))
+        left = matmul(matmul(tm, phi_inv), th)
+        return matmul(matmul(left, gd), matmul(tm, phi))
+    if tm is None:
+        return matmul(gd, phi)
+    return matmul(gd, matmul(tm, phi))
