@@ -3,6 +3,7 @@ noise from SEFDs, optional station gain and phase errors."""
 
 import math
 import numbers
+from collections.abc import Mapping, Sequence
 
 import jax.numpy as jnp
 import numpy as np
@@ -15,6 +16,8 @@ from .._image._base import AbstractImageModel, evaluated_on
 from .._numerics import asarray
 from .._validation import check_flag, is_concrete, positive_number, warn_user
 from ._earth import baseline_uvw, elevation, gmst
+from ._observe_pol import observe_polarimetric
+from ._polvisdata import PolVisData
 from ._stations import StationTable
 from ._visdata import check_freq, check_ra_dec, VisData
 
@@ -176,7 +179,11 @@ def observe(
     elevation_limit: bool = True,
     forward: ForwardLike | None = None,
     source: str = "SIM",
-) -> VisData:
+    dterms: Mapping | ArrayLike | None = None,
+    feeds: str | Mapping[str, str] | Sequence[str] | None = None,
+    mounts: str | Mapping[str, str] | Sequence[str] | None = None,
+    field_rotation: str = "corrected",
+) -> VisData | PolVisData:
     """A synthetic observation of `image` with the station table `array`.
 
     1. (u, v) tracks by Earth rotation (see [`eqmodels.uv_tracks`][]) at `times`,
@@ -222,7 +229,28 @@ def observe(
       a callable `(grid, u, v) -> forward model`.
     - `source`: source name.
 
-    **Returns:** a [`eqmodels.VisData`][].
+    **Polarimetric images.** Given the four Stokes planes (a `(4, ny, nx)` array
+    or a polarimetric image model) it returns a [`eqmodels.PolVisData`][]: the
+    four correlations each station pair records, `C_obs = J_a C J_bᴴ` with each
+    station's Jones matrix `J = G D T Φ` (eht-imaging's `make_jones`; see
+    docs/polarimetry.md): gains `G` drawn as in 3. for each hand on its own,
+    leakage `D` from `dterms`, the feed basis `T` from `feeds` and the field
+    rotation `Φ` from the stations' `mounts`, the source position and the
+    times; thermal noise on each correlation with `n_pol = 1` (one hand each).
+
+    - `dterms`: `{station: (d_R, d_L)}` (complex; others 0) or a complex array
+      `(n_stations, 2)`; default no leakage.
+    - `feeds`: `"circular"` (default) or `"linear"`, for every station, as a
+      mapping `{station: feed}` or one per station.
+    - `mounts`: `"altaz"` (default), `"nasmyth_r"`, `"nasmyth_l"` or
+      `"equatorial"`, given as `feeds`.
+    - `field_rotation`: `"corrected"` (default, as eht-imaging's `observe` with
+      `frcal=True` and the EHT's released files: the rotation removed after the
+      leakage, `J = R⁻¹ G D R T`, so without leakage the data carry none),
+      `"raw"` (as the telescopes record it, `J = G D T Φ`) or `"none"` (`Φ = 1`).
+
+    **Returns:** a [`eqmodels.VisData`][] (a [`eqmodels.PolVisData`][] for a
+    polarimetric image).
     """
     if not isinstance(grid, ImageGrid):
         raise TypeError(f"`grid` must be an ImageGrid, got {type(grid).__name__}.")
@@ -256,6 +284,22 @@ def observe(
         )
     if seed < 0:
         raise ValueError(f"`seed` must be >= 0 (a numpy random seed), got {seed!r}.")
+    polarimetric = (
+        image.polarimetric
+        if isinstance(image, AbstractImageModel)
+        else np.ndim(image) == 3
+    )
+    if not polarimetric:
+        given = {"dterms": dterms, "feeds": feeds, "mounts": mounts}
+        given = [k for k, x in given.items() if x is not None]
+        if field_rotation != "corrected":
+            given.append("field_rotation")
+        if given:
+            raise ValueError(
+                f"{', '.join(f'`{k}`' for k in given)} describe(s) a polarimetric "
+                "observation, but `image` is a Stokes I image: observe the four "
+                "Stokes planes, a `(4, ny, nx)` array or a polarimetric image model."
+            )
     if isinstance(image, AbstractImageModel):
         image = evaluated_on(
             image,
@@ -268,8 +312,16 @@ def observe(
     image = asarray(image)
     if not jnp.issubdtype(image.dtype, jnp.floating):  # integer or bool pixels
         image = image.astype(jnp.result_type(float))
-    if image.shape != grid.shape:
-        raise ValueError(f"`image` has shape {image.shape} but `grid` is {grid.shape}.")
+    want = (4, *grid.shape) if polarimetric else grid.shape
+    if image.shape != want:
+        raise ValueError(
+            f"`image` has shape {image.shape} but `grid` is {grid.shape}"
+            + (
+                ": a polarimetric image is (4, ny, nx), the planes I, Q, U, V."
+                if polarimetric
+                else "."
+            )
+        )
     if is_concrete(image) and not np.all(np.isfinite(np.asarray(image))):
         raise ValueError(
             "`image` has non-finite pixels (NaN or inf): observe a finite image."
@@ -297,27 +349,63 @@ def observe(
             "`times`: check `ra`, `dec`, `mjd` and `times` (hours UTC)."
         )
     u, v = tracks["u"], tracks["v"]
+    planes = image if polarimetric else image[None]
     if forward is None:
         block = max(1, _BLOCK_ENTRIES // grid.npix)
         parts = [
             np.asarray(
-                DirectFT(grid, u[s : s + block], v[s : s + block], dtype=image.dtype)(
-                    image
-                )
+                DirectFT(
+                    grid, u[s : s + block], v[s : s + block], dtype=image.dtype
+                ).batched(planes)
             )
             for s in range(0, n, block)
         ]
-        vis = np.concatenate(parts)
+        vis = np.concatenate(parts, axis=1)
     else:
         # In the image's precision, as the default path: float64 points would ask
         # a 32-bit JAX for float64 (`forward=` would fail without x64).
         np_dtype = np.dtype(image.dtype)
         model = make_forward(forward, grid, u.astype(np_dtype), v.astype(np_dtype))
-        vis = np.asarray(model(image))
-    vis = vis.astype(np.complex128)
+        vis = np.asarray(model.batched(planes))
+    vis = vis.astype(np.complex128)  # (planes, n)
 
     rng = np.random.default_rng(seed)
     a1, a2 = tracks["ant1"], tracks["ant2"]
+    sefd = np.asarray(array.sefd)
+    meta = dict(
+        freq=freq,
+        tint=integration,
+        bandwidth=bandwidth,
+        source=source,
+        ra=ra,
+        dec=dec,
+        mjd=mjd,
+    )
+    if polarimetric:
+        return observe_polarimetric(
+            vis.T,
+            tracks,
+            names=array.names,
+            xyz=np.asarray(array.xyz),
+            sigma=thermal_sigma(
+                sefd[a1],
+                sefd[a2],
+                bandwidth,
+                integration,
+                efficiency=efficiency,
+                n_pol=1,
+            ),  # fmt: skip
+            rng=rng,
+            gain_sigma=gain_sigma,
+            random_phases=random_phases,
+            add_noise=add_noise,
+            dterms=dterms,
+            feeds=feeds,
+            mounts=mounts,
+            field_rotation=field_rotation,
+            meta=meta,
+        )
+    vis = vis[0]
     if gain_sigma > 0 or random_phases:
         times_u, k = np.unique(tracks["time"], return_inverse=True)
         shape = (times_u.size, len(array))
@@ -329,7 +417,6 @@ def observe(
         phase = rng.uniform(0.0, 2 * np.pi, shape) if random_phases else np.zeros(shape)
         g = amp * np.exp(1j * phase)
         vis = g[k, a1] * np.conj(g[k, a2]) * vis
-    sefd = np.asarray(array.sefd)
     sigma = thermal_sigma(
         sefd[a1], sefd[a2], bandwidth, integration, efficiency=efficiency, n_pol=n_pol
     )
@@ -345,11 +432,5 @@ def observe(
         a2,
         station_names=array.names,
         station_xyz=np.asarray(array.xyz),
-        freq=freq,
-        tint=integration,
-        bandwidth=bandwidth,
-        source=source,
-        ra=ra,
-        dec=dec,
-        mjd=mjd,
+        **meta,
     )
