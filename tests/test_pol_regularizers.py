@@ -306,7 +306,18 @@ def test_an_i_image_is_refused():
             reg(stokes_image(0)[0])
 
 
-def test_a_stokes_image_on_another_grid_is_refused():
+PENALTY_SHAPE = unchecked_error(
+    "em.PolTV(em.ImageGrid(10, 12, 1e-11)).penalty(np.zeros((4, 6, 6)))",
+    "ValueError",
+)
+
+
+def test_a_stokes_image_on_another_grid_is_refused(unchecked):
+    # `penalty` called directly (the type checker would refuse it first)
+    assert (
+        "PolTV: the Stokes image has shape (4, 6, 6), expected (4, 10, 12)"
+        in (unchecked[PENALTY_SHAPE])
+    )
     other = np.zeros((4, 6, 6))
     for reg in (em.PolTV(GRID), em.StokesVTV(GRID), em.StokesVTSV(GRID)):
         with pytest.raises(ValueError, match=r"shape \(4, 10, 12\)"):
