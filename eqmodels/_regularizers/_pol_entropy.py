@@ -36,9 +36,9 @@ class PolEntropy(AbstractRegularizer):
 
     `R = Σ_p I_p ln sqrt(m_p² + ε)`, `m = |Q + iU| / I`,
 
-    divided by the target (Stokes I) flux `F` when `normalise=True`. It decreases
-    without bound as the polarization fraction falls: it pulls `m` towards 0,
-    down to the floor `sqrt(ε)`.
+    divided by the target (Stokes I) flux `F` when `normalise=True`. It pulls the
+    polarization fraction towards 0: it decreases as `m` falls, without bound in
+    eht-imaging's form, down to `½ I ln ε` per pixel here.
 
     `ε > 0` (default `1e-16`, a floor of `1e-8` on `m`) keeps the value and the
     gradient finite at zero polarization (eht-imaging's `I ln m` is −∞ there);
