@@ -102,8 +102,20 @@ from ._regularizers._moments import (
     Compactness2 as Compactness2,
     GaussianMoments as GaussianMoments,
 )
+from ._regularizers._pol_entropy import (
+    HolographicEntropy as HolographicEntropy,
+    PolEntropy as PolEntropy,
+)
+from ._regularizers._pol_smoothness import PolTV as PolTV
 from ._regularizers._smoothness import TSV as TSV, TV as TV
 from ._regularizers._sparsity import L1 as L1, WeightedL1 as WeightedL1
+from ._regularizers._stokes_v import (
+    StokesVFlux as StokesVFlux,
+    StokesVL1 as StokesVL1,
+    StokesVL2 as StokesVL2,
+    StokesVTSV as StokesVTSV,
+    StokesVTV as StokesVTV,
+)
 from ._sharding._forward import ShardedForward as ShardedForward
 from ._sharding._mesh import (
     AbstractSharded as AbstractSharded,
@@ -271,6 +283,7 @@ __all__ = [
     "GaussianPulse",
     "GaussNewton",
     "GullSkillingEntropy",
+    "HolographicEntropy",
     "image_in_units",
     "image_m87",
     "ImageGrid",
@@ -305,6 +318,8 @@ __all__ = [
     "plot_uv_coverage",
     "PolVisData",
     "PolVisChi2",
+    "PolEntropy",
+    "PolTV",
     "RAD_PER_DEG",
     "RAD_PER_UAS",
     "rad_to_uas",
@@ -331,6 +346,11 @@ __all__ = [
     "StationGains",
     "StationTable",
     "StokesVChi2",
+    "StokesVFlux",
+    "StokesVL1",
+    "StokesVL2",
+    "StokesVTSV",
+    "StokesVTV",
     "survey",
     "SurveyResult",
     "taper",
