@@ -127,6 +127,7 @@ def test_pol_spherical_planes_equal_numpy(pol_transform):
     assert_allclose(phys[1] * np.sin(phys[3]) * i, got[3], rtol=1e-12)
 
 
+@pytest.mark.slow  # the eht-imaging oracle
 @pytest.mark.parametrize("pol_transform", ["polcv", "mcv"])
 def test_pol_spherical_equals_ehtim(pol_transform):
     """eht-imaging as a test-time oracle: its change of variables (`polcv` /
@@ -212,16 +213,20 @@ def test_beta_m_equals_numpy():
 def test_beta_m_of_a_centred_mring_is_its_coefficients():
     """On a grid symmetric about the ring's centre the pixel sums reproduce the
     m-ring's β (Palumbo et al.'s definition is the model's coefficient)."""
-    g = em.ImageGrid(40, 40, em.uas_to_rad(2.0))
+    g = em.ImageGrid(24, 24, em.uas_to_rad(2.0))
     bp = [0.01j, 0.03, -0.02 + 0.05j, 0.04, 0.12 - 0.18j]
     model = em.PolMRingImage(
-        g, 0.6, em.uas_to_rad(40.0), em.uas_to_rad(5.0), beta_p=bp, beta_v=[0.03]
+        g, 0.6, em.uas_to_rad(30.0), em.uas_to_rad(4.0), beta_p=bp, beta_v=[0.03]
     )
     for m, want in zip(range(-2, 3), bp):
         got = em.beta_m(model, g, m)
         # The grid's four-fold symmetry cancels every other mode's pixel sum
-        # except those 4 apart: β_{±2} pick up 1e-9 of β_{∓2} (Σ R e^{±4iφ}).
-        assert_allclose(got, want, rtol=1e-12 if abs(m) < 2 else 1e-8, err=m)
+        # except those 4 apart: β_{±2} pick up a little of β_{∓2} (Σ R e^{±4iφ}
+        # / Σ R, 3e-5 on this 24² grid).
+        if abs(m) < 2:
+            assert_allclose(got, want, rtol=1e-12, err=m)
+        else:
+            assert abs(complex(got) - want) < 1e-4 * abs(bp[4]), (m, got, want)
     assert_allclose(em.beta_m(model, g, 0, pol="V"), 0.03, rtol=1e-12)
 
 
@@ -309,7 +314,7 @@ def test_gradients_match_finite_differences(name):
     def f(y):
         return jnp.sum(weights * rebuild(y)()) * GRID.npix
 
-    check_grad_fd(f, x, n_dirs=6)
+    check_grad_fd(jax.jit(f), x, n_dirs=6)
     grad = jax.jit(jax.grad(f))(x)
     assert np.all(np.isfinite(np.asarray(grad)))
 
@@ -326,13 +331,14 @@ def test_pol_pixel_gradient_at_zero_polarization_and_the_poles():
         return jnp.sum(weights * em.PolPixelImage(intensity, w)()[1:])
 
     zero = jnp.zeros((3, *GRID.shape))
-    g = jax.grad(f)(zero)
+    g = jax.jit(jax.grad(f))(zero)
     assert_allclose(g, weights * 0.5, rtol=1e-14)
+    f = jax.jit(f)
     check_grad_fd(f, zero, rel_h=1e-6)
     for c in (1e-9, 0.3, 5.0):
         pole = np.zeros((3, *GRID.shape))
         pole[2] = c
-        g = jax.grad(f)(jnp.asarray(pole))
+        g = jax.jit(jax.grad(f))(jnp.asarray(pole))
         assert np.all(np.isfinite(np.asarray(g)))
         check_grad_fd(f, pole)
     # Values at zero: exactly unpolarized.
@@ -345,10 +351,11 @@ def test_pol_pixel_gradient_at_zero_polarization_and_the_poles():
         assert_allclose(got, np.full(GRID.shape, 0.5 * np.tanh(np.sqrt(s))), rtol=1e-15)
 
 
+@pytest.mark.slow
 def test_gradients_are_finite_where_the_clips_act():
     g = eqx.tree_at(lambda m: m.frac, pgauss(vfrac=0.0), jnp.asarray(2.0))
     x, rebuild = _flat(g)
-    check_grad_fd(lambda y: jnp.sum(rebuild(y)()[1] * GRID.npix), x)
+    check_grad_fd(jax.jit(lambda y: jnp.sum(rebuild(y)()[1] * GRID.npix)), x)
     # A ring whose I vanishes at some angle (Σ 2|β^I| = 1) with P there.
     ring = eqx.tree_at(
         lambda m: (m.beta_i, m.beta_p, m.beta_v),
@@ -428,13 +435,15 @@ def test_pol_spherical_from_stokes_round_trip_with_a_mask():
 
 def test_float32():
     s32 = random_stokes(11).astype(np.float32)
+    render = eqx.filter_jit(lambda m: m())
     m = em.PolPixelImage.from_stokes(s32, GRID)
-    assert m().dtype == jnp.float32
-    assert em.PolSphericalImage.from_stokes(s32, GRID)().dtype == jnp.float32
-    assert pgauss(dtype=jnp.float32)().dtype == jnp.float32
-    r = mring(dtype=jnp.float32)
-    assert r().dtype == jnp.float32
-    assert_allclose(r(), ref_mring(mring()), rtol=1e-5)
+    assert render(m).dtype == jnp.float32
+    assert render(em.PolSphericalImage.from_stokes(s32, GRID)).dtype == jnp.float32
+    assert render(pgauss(dtype=jnp.float32)).dtype == jnp.float32
+    r = render(mring(dtype=jnp.float32))
+    assert r.dtype == jnp.float32
+    assert_allclose(r, ref_mring(mring()), rtol=1e-5)
+    assert em.beta_m(r, GRID, 2).dtype == jnp.complex64
 
 
 # --- in an objective, with solve ----------------------------------------------
@@ -447,7 +456,15 @@ def _toy_term(truth, n=40, seed=12):
     return StokesToyChi2(em.DirectFT(GRID, u, v), vis, np.full(vis.shape, 1e-3))
 
 
-@pytest.mark.parametrize("name", ["pixel", "spherical_polcv", "gaussian", "mring"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "spherical_polcv",
+        pytest.param("pixel", marks=pytest.mark.slow),
+        pytest.param("gaussian", marks=pytest.mark.slow),
+        pytest.param("mring", marks=pytest.mark.slow),
+    ],
+)
 def test_models_in_an_objective(name):
     model = MODELS[name]()
     term = _toy_term(random_stokes(13))
@@ -457,7 +474,7 @@ def test_models_in_an_objective(name):
     want = term(s) + 2.0 * StokesToyPenalty()(s) + 0.5 * em.TV(GRID)(s[0])
     assert_allclose(val, want, rtol=1e-12)
     x, rebuild = _flat(model)
-    check_grad_fd(lambda y: obj(rebuild(y)), x, n_dirs=3)
+    check_grad_fd(jax.jit(lambda y: obj(rebuild(y))), x, n_dirs=3)
 
 
 def test_solve_recovers_a_polarized_gaussian():
@@ -473,6 +490,7 @@ def test_solve_recovers_a_polarized_gaussian():
         assert_allclose(getattr(got, k), getattr(truth, k), rtol=1e-5, err=k)
 
 
+@pytest.mark.slow
 def test_solve_a_pol_pixel_image_from_zero_polarization():
     truth = random_stokes(14, max_frac=0.5)
     term = _toy_term(truth, n=60)

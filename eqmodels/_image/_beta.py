@@ -8,7 +8,7 @@ from jaxtyping import Array, ArrayLike, Complex, Real
 
 from .._custom_types import ArraySequence, RealLike
 from .._grid import ImageGrid
-from .._validation import check_grid, host_real, is_concrete
+from .._validation import check_grid, host_real, input_dtype, is_concrete
 from ._base import evaluated_on
 from ._parametric import pixel_offsets
 from ._pol_base import AbstractPolImageModel
@@ -60,7 +60,10 @@ def beta_m(
     """
     check_grid(grid)
     stokes = evaluated_on(stokes, grid, "stokes", f"`grid` is {grid!r}.")
-    stokes = jnp.asarray(stokes_on_grid(stokes, grid))
+    # float32 in, float32 out; anything else in JAX's default float.
+    single = input_dtype(stokes) == np.float32
+    stokes = stokes_on_grid(stokes, grid)
+    stokes = jnp.asarray(stokes, jnp.float32 if single else jnp.result_type(float))
     if pol not in _PLANES:
         raise ValueError(f"`pol` must be one of {tuple(_PLANES)}, got {pol!r}.")
     scalar = isinstance(m, int | np.integer) and not isinstance(m, bool)
@@ -88,8 +91,7 @@ def beta_m(
             f"`r_max`={bounds['r_max']} must be > `r_min`={bounds['r_min']} "
             "(radians; the annulus)."
         )
-    dtype = stokes.dtype
-    dx, dy = pixel_offsets(grid, bounds["x0"], bounds["y0"], dtype)
+    dx, dy = pixel_offsets(grid, bounds["x0"], bounds["y0"], stokes.dtype)
     r = jnp.sqrt(dx * dx + dy * dy) * grid.psize
     inside = r >= bounds["r_min"]
     if r_max is not None:
