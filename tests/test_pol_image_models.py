@@ -18,7 +18,7 @@ from tests.problems import random_points
 from tests.reference import pol_image_models as ref
 from tests.reference.numpy_ft import dft_matrix
 from tests.toys import StokesToyChi2, StokesToyPenalty
-from tests.unchecked import unchecked_error
+from tests.unchecked import unchecked_error, unchecked_script
 
 
 GRID = em.ImageGrid(10, 12, em.uas_to_rad(4.0))
@@ -181,6 +181,14 @@ def test_pol_mring_planes_equal_numpy():
     assert_allclose(got, ref_mring(model), rtol=1e-12)
     assert_allclose(jnp.sum(got[0]), RING["flux"], rtol=1e-13)
     physical(got)
+
+
+def test_pol_mring_takes_arrays_and_reports_its_coefficients():
+    model = mring(**{k: np.asarray(v) for k, v in BETAS.items()})
+    assert_allclose(model(), mring()(), rtol=1e-15)
+    for got, want in zip(model.coefficients(), BETAS.values()):
+        assert_allclose(got, np.asarray(want, complex), rtol=1e-15)
+    assert model.beta_p.shape == (5, 2)
 
 
 def test_pol_mring_i_plane_is_the_ring_image():
@@ -631,6 +639,32 @@ def over_polarized():
 def test_construction_errors(make, exc, match):
     with pytest.raises(exc, match=match):
         make()
+
+
+FLOAT32 = unchecked_script(
+    """
+import json, numpy as np, jax.numpy as jnp, eqmodels as em
+grid = em.ImageGrid(8, 8, em.uas_to_rad(5.0))
+i = em.PixelImage.from_image(np.ones((8, 8), np.float32), grid)
+out = {
+    "pixel": em.PolPixelImage.init(i, frac=0.2)(),
+    "spherical": em.PolSphericalImage(i, np.zeros((3, 8, 8), np.float32))(),
+    "gaussian": em.PolGaussianImage(grid, 1.0, em.uas_to_rad(15.0), frac=0.3)(),
+    "mring": em.PolMRingImage(grid, 1.0, em.uas_to_rad(20.0), em.uas_to_rad(5.0),
+                              beta_p=[0.1j])(),
+}
+res = {k: [str(v.dtype), bool(jnp.all(jnp.isfinite(v)))] for k, v in out.items()}
+res["beta"] = str(em.beta_m(out["mring"], grid, 0).dtype)
+print(json.dumps(res))
+"""
+)
+
+
+def test_models_without_x64_compute_in_float32(unchecked):
+    res = unchecked[FLOAT32]
+    assert res.pop("beta") == "complex64"
+    assert res == {k: ["float32", True] for k in res}, res
+    assert set(res) == {"pixel", "spherical", "gaussian", "mring"}
 
 
 BAD_MODE = unchecked_error(

@@ -2,7 +2,7 @@
 
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Complex, Float, Num
+from jaxtyping import Array, ArrayLike, Complex, Float, Num
 
 from .._custom_types import ArraySequence, RealLike
 from .._grid import ImageGrid
@@ -103,6 +103,13 @@ class PolMRingImage(AbstractPolImageModel):
 
     With `beta_i=[(A/2) e^{−iθ_A}]` the I plane is [`eqmodels.RingImage`][]'s with
     asymmetry `A` and bright side at `θ_A`.
+
+    The radial profile multiplies the azimuthal series, as in
+    [`eqmodels.RingImage`][], so the fractional polarization is the same at every
+    radius. eht-imaging's `thick_mring` instead convolves a thin m-ring with a
+    circular Gaussian, which damps mode `m` away from the ridge by
+    `I_m(z) / I_0(z)` (modified Bessel functions); the two agree in the
+    thin-ring limit.
     """
 
     grid: ImageGrid
@@ -124,9 +131,9 @@ class PolMRingImage(AbstractPolImageModel):
         *,
         x0: RealLike = 0.0,
         y0: RealLike = 0.0,
-        beta_i: Num[Array, " mi"] | ArraySequence = (),
-        beta_p: Num[Array, " mp"] | ArraySequence = (0.0,),
-        beta_v: Num[Array, " mv"] | ArraySequence = (0.0,),
+        beta_i: Num[ArrayLike, " mi"] | ArraySequence = (),
+        beta_p: Num[ArrayLike, " mp"] | ArraySequence = (0.0,),
+        beta_v: Num[ArrayLike, " mv"] | ArraySequence = (0.0,),
         dtype=None,
     ):
         """**Arguments:**
