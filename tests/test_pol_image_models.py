@@ -672,6 +672,24 @@ BAD_MODE = unchecked_error(
 )
 
 
+SWAPPED = [
+    unchecked_error(
+        f"{call}(em.ImageGrid(3, 3, 1e-11), np.ones((4, 3, 3)))",
+        "TypeError",
+    )
+    for call in ("em.PolPixelImage.from_stokes", "em.PolSphericalImage.from_stokes")
+] + [
+    unchecked_error(
+        "em.beta_m(em.ImageGrid(3, 3, 1e-11), np.ones((4, 3, 3)), 2)", "TypeError"
+    )
+]
+
+
+def test_grid_first_is_refused_naming_the_order(unchecked):
+    for case in SWAPPED:
+        assert "the Stokes planes come first and the grid second" in unchecked[case]
+
+
 def test_beta_m_refuses_a_non_integer_mode(unchecked):
     assert "`m` must be an integer or a non-empty sequence" in unchecked[BAD_MODE]
 

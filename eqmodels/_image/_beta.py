@@ -12,7 +12,7 @@ from .._validation import check_grid, host_real, input_dtype, is_concrete
 from ._base import evaluated_on
 from ._parametric import pixel_offsets
 from ._pol_base import AbstractPolImageModel
-from ._pol_common import stokes_on_grid
+from ._pol_common import check_order, stokes_on_grid
 from ._pol_mring import azimuth_phasor
 
 
@@ -58,6 +58,7 @@ def beta_m(
 
     **Returns:** `β_m`, complex: a scalar for an integer `m`, else one per mode.
     """
+    check_order(stokes, grid, "beta_m")
     check_grid(grid)
     stokes = evaluated_on(stokes, grid, "stokes", f"`grid` is {grid!r}.")
     # float32 in, float32 out; anything else in JAX's default float.

@@ -4,6 +4,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float
 
+from .._grid import ImageGrid
 from .._validation import as_real, is_concrete
 from ._pixel import PixelImage
 
@@ -69,6 +70,17 @@ def free_pixel_planes(name: str, x, intensity: PixelImage, k: int, dtype):
             + "."
         )
     return jnp.asarray(x, dtype)
+
+
+def check_order(stokes, grid, call: str) -> None:
+    """A clear error for `call(grid, stokes)` (the Stokes planes come first, as
+    `PixelImage.from_image(image, grid)` takes them)."""
+    if isinstance(stokes, ImageGrid) and not isinstance(grid, ImageGrid):
+        raise TypeError(
+            f"`{call}(stokes, grid)`: the Stokes planes come first and the grid "
+            f"second (as in `PixelImage.from_image(image, grid)`); got the grid "
+            "first."
+        )
 
 
 def stokes_on_grid(stokes, grid, name: str = "stokes"):

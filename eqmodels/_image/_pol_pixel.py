@@ -14,6 +14,7 @@ from ._pixel import _mask_indices, PixelImage
 from ._pol_base import AbstractPolImageModel
 from ._pol_common import (
     check_intensity,
+    check_order,
     embed_planes,
     free_pixel_planes,
     stokes_on_grid,
@@ -139,6 +140,7 @@ class PolPixelImage(AbstractPolImageModel):
         - `circular`: `False` for linear polarization only; the V plane must then
           be 0.
         """
+        check_order(stokes, grid, "PolPixelImage.from_stokes")
         check_grid(grid)
         stokes = evaluated_on(stokes, grid, "stokes", f"`grid` is {grid!r}.")
         dtype = resolve_float_dtype(dtype, stokes)

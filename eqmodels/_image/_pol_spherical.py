@@ -17,6 +17,7 @@ from ._pixel import PixelImage
 from ._pol_base import AbstractPolImageModel
 from ._pol_common import (
     check_intensity,
+    check_order,
     embed_planes,
     free_pixel_planes,
     stokes_on_grid,
@@ -162,6 +163,7 @@ class PolSphericalImage(AbstractPolImageModel):
         - `transform`, `mask`, `dtype`: as for [`eqmodels.PixelImage`][].
         - `pol_transform`: `"polcv"` or `"mcv"`.
         """
+        check_order(stokes, grid, "PolSphericalImage.from_stokes")
         check_grid(grid)
         stokes = evaluated_on(stokes, grid, "stokes", f"`grid` is {grid!r}.")
         if not is_concrete(stokes):
