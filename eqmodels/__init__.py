@@ -12,6 +12,8 @@ from ._grid import ImageGrid as ImageGrid
 from ._image._base import AbstractImageModel as AbstractImageModel
 from ._image._pixel import PixelImage as PixelImage
 from ._image._pol_base import AbstractPolImageModel as AbstractPolImageModel
+from ._image._pol_pixel import PolPixelImage as PolPixelImage
+from ._image._pol_spherical import PolSphericalImage as PolSphericalImage
 from ._pulse import (
     AbstractPulse as AbstractPulse,
     BoxPulse as BoxPulse,
@@ -74,7 +76,10 @@ from ._data._visdata import VisData as VisData
 # --- end data ---
 # --- terms, regularizers, image models, objective ---
 from ._forward._select import make_forward as make_forward
+from ._image._beta import beta_m as beta_m
 from ._image._gaussian import GaussianImage as GaussianImage
+from ._image._pol_gaussian import PolGaussianImage as PolGaussianImage
+from ._image._pol_mring import PolMRingImage as PolMRingImage
 from ._image._ring import RingImage as RingImage
 from ._plot._amplitudes import plot_amplitudes as plot_amplitudes
 from ._plot._closures import (
@@ -244,6 +249,7 @@ __all__ = [
     "AmpProducts",
     "apply_gains",
     "beam_from_uv",
+    "beta_m",
     "bispectra",
     "BispectrumChi2",
     "BispectrumProducts",
@@ -311,6 +317,10 @@ __all__ = [
     "pad_and_stack",
     "pad_to_match",
     "PixelImage",
+    "PolGaussianImage",
+    "PolMRingImage",
+    "PolPixelImage",
+    "PolSphericalImage",
     "plot_amplitudes",
     "plot_closure_phase_residuals",
     "plot_image",
