@@ -10,7 +10,7 @@ A. **Value + gradient of a polarimetric objective** against eht-imaging in the s
    `PolSphericalImage`), so both sides compute the same gradient:
 
    - **ehtim 1.3.2**: `chisq_amp`/`chisqgrad_amp`, `polchisq`/`polchisqgrad`
-     (`ttype='direct'`, `pol_solve=(1, 1, 1)`) and
+     (`ttype='direct'`, `pol_solve=(1, 1, 1, 1)`) and
      `polregularizer`/`polregularizergrad`, value and gradient computed separately
      as its imager calls them; `OPENBLAS_NUM_THREADS=1` (its best configuration on
      2 cores), set before numpy is imported.
@@ -39,6 +39,7 @@ import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import io  # noqa: E402
 import pathlib  # noqa: E402
+import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -56,8 +57,13 @@ TARGET_VS_EHTIM = 20.0
 TARGET_BATCHED = 1.5
 
 
+@contextlib.contextmanager
 def quiet():
-    return contextlib.redirect_stdout(io.StringIO())
+    """eht-imaging's prints and numpy warnings (its loader divides by zero
+    weights of flagged correlations) silenced."""
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
 
 def ehtim_problem(npix):
@@ -102,7 +108,7 @@ def ehtim_objective(rows, prior, beam):
     import ehtim.imaging.pol_imager_utils as pu
 
     nx, ny, psize = prior.xdim, prior.ydim, prior.psize
-    solve = (1, 1, 1)
+    solve = (1, 1, 1, 1)  # (I, ρ, φ, ψ) all solved
     kw = dict(norm_reg=True, beam_size=beam)
     mask = np.ones(nx * ny, bool)
 

@@ -104,5 +104,14 @@ class DirectFT(AbstractForwardModel):
         im = jnp.matmul(self.a_im, x, precision=_HIGHEST)
         return jax.lax.complex(re, im).reshape(self.u.shape)
 
+    def batched(self, images: Float[Array, "b ny nx"]) -> Complex[Array, " b *points"]:
+        # One product with the images as columns (`A @ Xᵀ`): the matrix is read
+        # once for all of them (measured faster than `jax.vmap` of the matvec,
+        # which XLA lowers with the batch as the leading operand).
+        x = jax.vmap(self._check_image)(images).reshape(images.shape[0], -1)
+        re = jnp.matmul(self.a_re, x.T, precision=_HIGHEST)
+        im = jnp.matmul(self.a_im, x.T, precision=_HIGHEST)
+        return jax.lax.complex(re, im).T.reshape(images.shape[0], *self.u.shape)
+
     def at(self, u: PointsLike, v: PointsLike) -> "DirectFT":
         return DirectFT(self.grid, u, v, self.pulse, dtype=self.dtype)
