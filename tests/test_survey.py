@@ -312,11 +312,12 @@ def test_checkpoint_folder_records(problem, tmp_path):
     assert res.computed_chunks == (0,)
     with pytest.raises(ValueError, match="max_steps 3 there, 4 here"):
         _survey(objectives[:2], model, checkpoint=tmp_path / "a", max_steps=4)
-    # A chunk whose write was cut off (only its `.tmp.npz`) is no finished chunk:
-    # the folder is still free for another survey.
-    (tmp_path / "a" / "chunk_00000.npz").rename(tmp_path / "a" / "chunk_00000.tmp.npz")
-    res = _survey(objectives[:2], model, checkpoint=tmp_path / "a", max_steps=4)
-    assert res.computed_chunks == (0,)
+    # A finished chunk that has gone missing refuses the folder, naming the file
+    # (a cut-off write, which leaves only a temporary file, is tested with SIGKILL
+    # in `test_a_survey_killed_while_writing_a_chunk_resumes`).
+    (tmp_path / "a" / "chunk_00000.npz").rename(tmp_path / "a" / "elsewhere.npz")
+    with pytest.raises(ValueError, match=r"chunk_00000\.npz is missing"):
+        _survey(objectives[:2], model, checkpoint=tmp_path / "a", max_steps=3)
     # `params` as a filter spec pytree (as `eqx.partition` takes), not a callable.
     spec = jax.tree.map(eqx.is_inexact_array, model)
     kw = dict(max_steps=3, params=spec)
