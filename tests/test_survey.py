@@ -389,6 +389,28 @@ def test_survey_killed_with_sigkill_resumes_and_cache_serves_second_process(
         assert_allclose(params[i], s.model.params, rtol=1e-9)
 
 
+@pytest.mark.slow
+def test_a_survey_killed_while_writing_a_chunk_resumes(problem, tmp_path):
+    """SIGKILL half-way through writing chunk 1's file: chunk 0 stays, no partial
+    chunk 1 is left under its name, and the next run (taking over the dead
+    process's lock) computes chunks 1 and 2 and removes the temporary file."""
+    objectives, model, singles = problem
+    ckpt, cache = tmp_path / "ckpt", tmp_path / "cache"
+    first = _child(ckpt, cache, tmp_path / "a.json", 1, "write")
+    assert first.returncode == -signal.SIGKILL, first.stderr[-2000:]
+    assert [p.name for p in ckpt.glob("chunk_*.npz")] == ["chunk_00000.npz"]
+    assert len(list(ckpt.glob(".tmp-*chunk_00001.npz"))) == 1  # the partial one
+    assert (ckpt / "survey.lock").exists()  # the dead process's
+    second = _child(ckpt, cache, tmp_path / "b.json")
+    assert second.returncode == 0, second.stderr[-2000:]
+    out = json.loads((tmp_path / "b.json").read_text())
+    assert out["loaded"] == [0] and out["computed"] == [1, 2]
+    assert not list(ckpt.glob(".tmp-*")) and not (ckpt / "survey.lock").exists()
+    params = np.array(out["params"])
+    for i, s in enumerate(singles):
+        assert_allclose(params[i], s.model.params, rtol=1e-9)
+
+
 def test_survey_errors(problem, tmp_path):
     objectives, model, _ = problem
     a_file = tmp_path / "a_file"

@@ -24,7 +24,7 @@ try:
 except ImportError:  # Windows: take-overs are not serialised
     fcntl = None
 
-from .._atomic import atomic_open, atomic_write_bytes
+from .._atomic import atomic_open, atomic_write_bytes, TMP_PREFIX
 
 
 def _differences(old: dict, new: dict) -> str:
@@ -127,9 +127,7 @@ def _describe(x, depth: int = 0, seen=None) -> str:
         return f"{type(x).__name__}({sub(wrapped)})"
     if isinstance(x, eqx.Module):
         leaves, treedef = jax.tree.flatten(x)
-        return (
-            f"{_describe_structure(treedef, depth + 1, seen)}({sub(tuple(leaves))})"
-        )
+        return f"{_describe_structure(treedef, depth + 1, seen)}({sub(tuple(leaves))})"
     if isinstance(x, types.ModuleType):
         return f"module({x.__name__})"
     if isinstance(x, type):
@@ -340,7 +338,14 @@ _FORMAT = 2  # of `survey.json` and the chunk files
 RECORD = "survey.json"
 LOCK = "survey.lock"
 # The keys of a record that say which survey a folder belongs to.
-_IDENTITY = ("format", "n_configurations", "batch", "n_chunks", "options", "fingerprint")
+_IDENTITY = (
+    "format",
+    "n_configurations",
+    "batch",
+    "n_chunks",
+    "options",
+    "fingerprint",
+)
 
 
 class CheckpointError(ValueError):
@@ -411,6 +416,11 @@ class Folder:
     def open(self) -> "Folder":
         self._lock.acquire()
         try:
+            # Temporary files of writes cut off by a kill (this folder is ours now).
+            for tmp in self.path.glob(f"{TMP_PREFIX}*"):
+                if tmp.name.endswith(("-" + RECORD, ".npz")):
+                    with contextlib.suppress(OSError):
+                        tmp.unlink()
             self._check()
         except BaseException:
             self._lock.release()
