@@ -17,6 +17,7 @@ from .._gains._survey import stack_gains
 from .._numerics import asarray
 from .._sharding._mesh import split_explicitly
 from .._tree import structure_difference
+from .._validation import check_flag
 from ._base import AbstractSolver
 from ._checkpoint import fingerprint, open_folder
 from ._chunking import auto_chunk_size, survey_devices
@@ -260,6 +261,7 @@ def survey(
     """
     if not isinstance(throw, bool):
         raise TypeError(f"`throw` must be True or False, got {throw!r}.")
+    progress = check_flag("progress", progress)
     objectives = list(objectives) if isinstance(objectives, Sequence) else None
     if not objectives:
         raise ValueError(
