@@ -211,6 +211,7 @@ def test_two_surveys_on_one_folder(problem, tmp_path):
 
 # --- the fingerprint sees every array of a callable, whatever holds it ---------
 
+
 class _Slots:
     __slots__ = ("term",)
 
