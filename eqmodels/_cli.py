@@ -30,8 +30,15 @@ def plot_image(image, grid, path, *, title: str = "") -> None:
     fig, ax = plt.subplots(figsize=(4.8, 4))
     draw(np.asarray(image), grid, ax=ax, title=title or None)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    from ._atomic import atomic_path
+
+    try:
+        # Atomically: a killed process leaves the previous plot, or the new one.
+        fmt = pathlib.Path(path).suffix.lstrip(".").lower() or None
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=120, format=fmt)
+    finally:
+        plt.close(fig)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,6 +66,10 @@ def _parser() -> argparse.ArgumentParser:
     im.add_argument(
         "-o", "--output", default=None,
         help=f"output FITS image (needed with uvfits files; {_DEFAULT_OUTPUT} without)",
+    )  # fmt: skip
+    im.add_argument(
+        "--overwrite", action="store_true",
+        help="replace existing output files (refused without it)",
     )  # fmt: skip
     im.add_argument("--npix", type=int, default=64, help="pixels per side (64)")
     im.add_argument("--fov", type=float, default=128.0, help="field of view, µas (128)")
@@ -130,10 +141,19 @@ def _check_paths(ap: argparse.ArgumentParser, args) -> None:
             ap.error(
                 f"{option} {path!r}: the folder {str(out.parent)!r} does not exist."
             )
+        if (
+            out.exists()
+            and not args.overwrite
+            and out.resolve() not in {pathlib.Path(p).resolve() for p in args.uvfits}
+        ):  # (an input file given as an output is refused below, as such)
+            ap.error(
+                f"{option} {path!r} exists: pass --overwrite to replace it, or give "
+                "another name."
+            )
         # Writable (`os.access` reports a read-only file system even to root), and
         # the file itself too when it exists: found now, not after the imaging.
         target = out if out.exists() else out.parent
-        if not os.access(target, os.W_OK):
+        if not os.access(target, os.W_OK) or not _can_create_in(out.parent):
             ap.error(f"{option} {path!r}: {str(target)!r} is not writable.")
     inputs = {pathlib.Path(p).resolve() for p in args.uvfits}
     if len(inputs) < len(args.uvfits):
@@ -141,6 +161,11 @@ def _check_paths(ap: argparse.ArgumentParser, args) -> None:
     for option, path in (("-o/--output", args.output), ("--png", args.png)):
         if path is not None and pathlib.Path(path).resolve() in inputs:
             ap.error(f"{option} {path!r} is one of the input files: give another name.")
+    if not args.output.lower().endswith(_FITS_SUFFIXES):
+        ap.error(
+            f"-o/--output {args.output!r} is not a FITS file name: end it in "
+            f"{', '.join(_FITS_SUFFIXES)} (a plot goes to --png)."
+        )
     if args.png is not None:
         if pathlib.Path(args.png).resolve() == pathlib.Path(args.output).resolve():
             ap.error(f"--png {args.png!r} is the -o/--output file: give another name.")
@@ -181,6 +206,24 @@ def _check_paths(ap: argparse.ArgumentParser, args) -> None:
         )
     if args.zbl is not None and not (math.isfinite(args.zbl) and args.zbl > 0):
         ap.error(f"--zbl must be a positive flux in Jy, got {args.zbl}.")
+
+
+# The names `-o` takes (astropy compresses `.gz` names).
+_FITS_SUFFIXES = (".fits", ".fit", ".fts", ".fits.gz", ".fit.gz", ".fts.gz")
+
+
+def _can_create_in(folder: pathlib.Path) -> bool:
+    """Whether a file can be created in `folder` (where the outputs' temporary
+    files go before they are renamed into place): tried, not inferred."""
+    import tempfile
+
+    try:
+        fd, name = tempfile.mkstemp(prefix=".tmp-eqmodels-check-", dir=folder)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(name)
+    return True
 
 
 # Image-sized float64 arrays an L-BFGS solve holds at least: its memory of 10
@@ -249,7 +292,7 @@ def _image(args, t0) -> int:
             **({} if args.zbl is None else {"zbl": args.zbl}),
         )
     data, grid = report["data"], report["grid"]
-    em.save_fits(image, grid, args.output, overwrite=True, data=data)
+    em.save_fits(image, grid, args.output, overwrite=args.overwrite, data=data)
     log(f"wrote {args.output}")
     if args.png:
         try:

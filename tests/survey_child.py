@@ -2,7 +2,10 @@
 folder and a compilation cache, optionally killing itself with SIGKILL after a
 given chunk; writes what it saw as JSON.
 
-Usage: python tests/survey_child.py CHECKPOINT CACHE OUT [KILL_AFTER_CHUNK]
+Usage: python tests/survey_child.py CHECKPOINT CACHE OUT [KILL_AFTER_CHUNK [write]]
+
+With `write`, the process kills itself while writing chunk KILL_AFTER_CHUNK's file
+(half of it written), instead of after the chunk.
 """
 
 import json
@@ -26,6 +29,21 @@ import eqmodels as em  # noqa: E402
 def main():
     checkpoint, cache, out = sys.argv[1:4]
     kill_after = int(sys.argv[4]) if len(sys.argv) > 4 else None
+    in_write = len(sys.argv) > 5 and sys.argv[5] == "write"
+    if in_write:
+        import numpy as np
+
+        savez, target = np.savez, f"chunk_{kill_after:05d}.npz"
+
+        def savez_then_die(f, *args, **kwargs):
+            savez(f, *args, **kwargs)
+            if target in str(getattr(f, "name", "")):
+                f.flush()
+                os.ftruncate(f.fileno(), os.fstat(f.fileno()).st_size // 2)
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        np.savez = savez_then_die
+        kill_after = None
     em.enable_compilation_cache(cache)  # before the first compilation
     hits = []
     jax.monitoring.register_event_listener(

@@ -418,11 +418,11 @@ def test_systematic_noise_on_amplitudes(avg):
     # Entries for stations absent from the data apply to nothing (eht-imaging's
     # reading): one table serves every day of an array. The shipped M87 table
     # names SP, which never observes M87 (it was refused, naming SP).
-    assert "XX" not in avg.station_names
+    assert "GL" not in avg.station_names
     full = {s: fs.get(s, 0.0) for s in avg.stations_present()}  # 0: the default
     for fn in (eqm.add_systematic_noise, eqm.amplitudes):
         assert_allclose(
-            fn(avg, systematic_noise={**full, "XX": 0.3}).sigma,
+            fn(avg, systematic_noise={**full, "GL": 0.3}).sigma,
             fn(avg, systematic_noise=fs).sigma,
             rtol=0,
         )
@@ -459,6 +459,10 @@ def test_systematic_noise_on_amplitudes(avg):
     for key in ("default", "Default"):
         with pytest.raises(ValueError, match=f"no '{key}' key"):
             eqm.add_systematic_noise(avg, {key: 0.05})
+    # Issue 41: a key that is no station at all (here a site's long name) is
+    # refused rather than dropped.
+    with pytest.raises(ValueError, match="a key 'LMT', which is neither a station"):
+        eqm.add_systematic_noise(avg, {**full, "LMT": 0.05})
 
 
 def test_fractional_noise_before_closures(avg):
@@ -527,8 +531,8 @@ def test_product_errors(avg):
         rtol=1e-12,
     )
     # An absent station's entry is still checked: it is wrong on any day.
-    with pytest.raises(ValueError, match=r"systematic_noise\['XX'\].*>= 0"):
-        eqm.add_systematic_noise(avg, {"AA": 0.1, "XX": -0.1})
+    with pytest.raises(ValueError, match=r"systematic_noise\['GL'\].*>= 0"):
+        eqm.add_systematic_noise(avg, {"AA": 0.1, "GL": -0.1})
     with pytest.raises(ValueError, match=">= 0"):
         eqm.add_systematic_noise(avg, -0.1)
     with pytest.raises(TypeError, match="number|systematic_noise"):

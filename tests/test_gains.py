@@ -714,8 +714,8 @@ def test_priors_match_numpy():
     assert_allclose(free(img), np.sum((la[:, 0] / 0.1) ** 2), rtol=1e-12)
     # Entries for stations absent from the gains are ignored (one dict for every
     # day of an array, as eht-imaging reads its `gain_tol` dicts).
-    assert "XX" not in g.station_names
-    wide = em.GainAmplitudePrior(g, {"AA": 0.1, "XX": 0.01, "default": 0.3})
+    assert "GL" not in g.station_names
+    wide = em.GainAmplitudePrior(g, {"AA": 0.1, "GL": 0.01, "default": 0.3})
     narrow = em.GainAmplitudePrior(g, {"AA": 0.1, "default": 0.3})
     assert_allclose(wide.tol_above, narrow.tol_above, rtol=0)
     assert_allclose(wide.tol_below, narrow.tol_below, rtol=0)
@@ -725,12 +725,17 @@ def test_priors_match_numpy():
     with pytest.raises(
         ValueError, match=r'another naming.*"default": math.inf. leaves them free'
     ):
-        em.GainAmplitudePrior(g, {"AA": 0.1, "XX": 0.01})
+        em.GainAmplitudePrior(g, {"AA": 0.1, "GL": 0.01})
     with pytest.raises(ValueError, match="key 'Default'.*'default'"):
         em.GainAmplitudePrior(g, {"AA": 0.1, "Default": 0.3})
+    # Issue 41: a key that is no station of the data nor of any EHT array (a
+    # misspelt default, a site's long name) was dropped without a word.
+    for key in ("defualt", "LMT", "XX"):
+        with pytest.raises(ValueError, match=f"a key '{key}', which is neither"):
+            em.GainAmplitudePrior(g, {"AA": 0.1, key: 0.3, "default": 0.3})
     every = {s: 0.2 for s in g.station_names}
     assert_allclose(
-        em.GainAmplitudePrior(g, {**every, "XX": 0.01}).tol_above,
+        em.GainAmplitudePrior(g, {**every, "GL": 0.01}).tol_above,
         em.GainAmplitudePrior(g, 0.2).tol_above,
         rtol=0,
     )
@@ -777,8 +782,8 @@ def test_prior_errors():
         em.GainAmplitudePrior(g, {"aa": 0.1})
     with pytest.raises(TypeError, match="tol.*station names"):
         em.GainAmplitudePrior(g, {("AA",): 0.1})
-    with pytest.raises(ValueError, match=r"tol\['XX'\].*> 0"):
-        em.GainAmplitudePrior(g, {"XX": 0.0})
+    with pytest.raises(ValueError, match=r"tol\['GL'\].*> 0"):
+        em.GainAmplitudePrior(g, {"GL": 0.0})
     with pytest.raises(ValueError, match="station.*not one of"):
         em.GainPhaseReference(g, "XX")
     with pytest.raises(ValueError, match="single solution interval"):

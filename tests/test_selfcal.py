@@ -165,7 +165,8 @@ def test_unused_phase_reference_warns_and_numpy_tolerances(corrupted):
     was refused."""
     _, _, bad = corrupted
     img = truth_image()
-    with pytest.warns(UserWarning, match="'SM'.* no solution interval: it has no"):
+    # A station absent from the data (issue 41: a warning before) is refused.
+    with pytest.raises(ValueError, match="`phase_reference`='SM' has no data here"):
         em.self_calibrate(
             bad.flag_stations(["SM"]), img, grid=GRID, phase_reference="SM"
         )
@@ -187,6 +188,9 @@ def test_unused_phase_reference_warns_and_numpy_tolerances(corrupted):
     assert "SP" not in bad.station_names
     tols = {"AA": 0.05, "LM": (0.1, 0.5)}
     _, got = em.self_calibrate(bad, img, grid=GRID, gain_tol={**tols, "SP": 0.01})
+    # Issue 41: a misspelt "default" left the gains 0.2 loose (10x 0.02) silently.
+    with pytest.raises(ValueError, match="a key 'defualt', which is neither"):
+        em.self_calibrate(bad, img, grid=GRID, gain_tol={"defualt": 0.02})
     _, want = em.self_calibrate(bad, img, grid=GRID, gain_tol=tols)
     assert_allclose(got.log_amp, want.log_amp, rtol=0)
     assert_allclose(got.phase, want.phase, rtol=0)

@@ -312,11 +312,12 @@ def test_checkpoint_folder_records(problem, tmp_path):
     assert res.computed_chunks == (0,)
     with pytest.raises(ValueError, match="max_steps 3 there, 4 here"):
         _survey(objectives[:2], model, checkpoint=tmp_path / "a", max_steps=4)
-    # A chunk whose write was cut off (only its `.tmp.npz`) is no finished chunk:
-    # the folder is still free for another survey.
-    (tmp_path / "a" / "chunk_00000.npz").rename(tmp_path / "a" / "chunk_00000.tmp.npz")
-    res = _survey(objectives[:2], model, checkpoint=tmp_path / "a", max_steps=4)
-    assert res.computed_chunks == (0,)
+    # A finished chunk that has gone missing refuses the folder, naming the file
+    # (a cut-off write, which leaves only a temporary file, is tested with SIGKILL
+    # in `test_a_survey_killed_while_writing_a_chunk_resumes`).
+    (tmp_path / "a" / "chunk_00000.npz").rename(tmp_path / "a" / "elsewhere.npz")
+    with pytest.raises(ValueError, match=r"chunk_00000\.npz is missing"):
+        _survey(objectives[:2], model, checkpoint=tmp_path / "a", max_steps=3)
     # `params` as a filter spec pytree (as `eqx.partition` takes), not a callable.
     spec = jax.tree.map(eqx.is_inexact_array, model)
     kw = dict(max_steps=3, params=spec)
@@ -383,6 +384,28 @@ def test_survey_killed_with_sigkill_resumes_and_cache_serves_second_process(
     out = json.loads((tmp_path / "b.json").read_text())
     assert out["loaded"] == [0, 1] and out["computed"] == [2]
     assert out["cache_hits"] >= 1  # the chunk program came from the cache
+    params = np.array(out["params"])
+    for i, s in enumerate(singles):
+        assert_allclose(params[i], s.model.params, rtol=1e-9)
+
+
+@pytest.mark.slow
+def test_a_survey_killed_while_writing_a_chunk_resumes(problem, tmp_path):
+    """SIGKILL half-way through writing chunk 1's file: chunk 0 stays, no partial
+    chunk 1 is left under its name, and the next run (taking over the dead
+    process's lock) computes chunks 1 and 2 and removes the temporary file."""
+    objectives, model, singles = problem
+    ckpt, cache = tmp_path / "ckpt", tmp_path / "cache"
+    first = _child(ckpt, cache, tmp_path / "a.json", 1, "write")
+    assert first.returncode == -signal.SIGKILL, first.stderr[-2000:]
+    assert [p.name for p in ckpt.glob("chunk_*.npz")] == ["chunk_00000.npz"]
+    assert len(list(ckpt.glob(".tmp-*chunk_00001.npz"))) == 1  # the partial one
+    assert (ckpt / "survey.lock").exists()  # the dead process's
+    second = _child(ckpt, cache, tmp_path / "b.json")
+    assert second.returncode == 0, second.stderr[-2000:]
+    out = json.loads((tmp_path / "b.json").read_text())
+    assert out["loaded"] == [0] and out["computed"] == [1, 2]
+    assert not list(ckpt.glob(".tmp-*")) and not (ckpt / "survey.lock").exists()
     params = np.array(out["params"])
     for i, s in enumerate(singles):
         assert_allclose(params[i], s.model.params, rtol=1e-9)

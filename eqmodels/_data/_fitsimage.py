@@ -8,10 +8,11 @@ import numpy as np
 from astropy.io import fits
 from jaxtyping import ArrayLike
 
+from .._atomic import atomic_path
 from .._custom_types import RealScalar
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
-from .._validation import file_path, positive_number
+from .._validation import check_flag, file_path, positive_number
 from ._visdata import check_ra_dec, check_visdata, VisData
 
 
@@ -77,13 +78,16 @@ def save_fits(
       Without it (nor those keywords) the header says RA = Dec = 0, and
       eht-imaging refuses to observe the image with the real data's coordinates.
     - `ra`, `dec`: phase-centre position in degrees (default `data`'s, else 0).
-    - `freq`: observing frequency in Hz (written as the `FREQ` header keyword);
+    - `freq`: observing frequency in Hz, 1e6–1e13 (a value in GHz is refused;
+      written as the `FREQ` header keyword);
       `mjd`: the date as a modified Julian date, whole (a `VisData.mjd`) or with
       the time of day as its fraction (`data.mjd + t / 24` for `t` hours, as
       eht-imaging dates its images), written as `MJD-OBS` (and `MJD`, which
       eht-imaging reads); `source`: `OBJECT` (default `data`'s, else
       `"unknown"`). Each given overrides `data`'s.
-    - `overwrite`: replace an existing file.
+    - `overwrite`: replace an existing file (`True` or `False`). The file is
+      written to a temporary file in the same folder and renamed into place, so
+      that a process killed while writing leaves the previous file intact.
     """
     if not isinstance(grid, ImageGrid):
         raise TypeError(f"`grid` must be an ImageGrid, got {type(grid).__name__}.")
@@ -100,13 +104,26 @@ def save_fits(
     if freq is not None:
         # A number or a 0-d array (a `VisData.freq`).
         freq = positive_number("freq", freq)
+        if not 1e6 <= freq <= 1e13:
+            # As `VisData` and `load_uvfits` refuse: a frequency in GHz (230.0)
+            # would be written as 230 Hz.
+            raise ValueError(
+                f"`freq`={freq!r} Hz is outside 1e6-1e13 Hz: give it in Hz (230 GHz "
+                f"is 230e9; {freq!r} GHz would be {freq * 1e9:.6g})."
+            )
     if mjd is not None:
         # A modified Julian date: a `VisData.mjd`, plus the time of day / 24 if
         # wanted.
         mjd = positive_number("mjd", mjd, allow_zero=True)
     if not isinstance(source, str):
         raise TypeError(f"`source` must be a string (the OBJECT name), got {source!r}.")
+    overwrite = check_flag("overwrite", overwrite)
     path = file_path(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(
+            f"`path` {path!r} is a folder: give the FITS file's name (e.g. "
+            f"{os.path.join(path, 'image.fits')!r})."
+        )
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path!r} exists; pass `overwrite=True` to replace it.")
     psize_deg = math.degrees(grid.psize)
@@ -136,7 +153,9 @@ def save_fits(
     if mjd is not None:
         h["MJD-OBS"] = float(mjd)
         h["MJD"] = (float(mjd), "date (eht-imaging reads this key)")
-    hdu.writeto(path, overwrite=overwrite)
+    # Atomically: a process killed while writing leaves the previous file intact.
+    with atomic_path(path) as tmp:
+        hdu.writeto(tmp, overwrite=True)
 
 
 def image_metadata(data: VisData) -> dict[str, Any]:

@@ -144,7 +144,9 @@ def station_entries(
     of an array (eht-imaging reads its dicts the same way, by the data's
     stations). Keys must be strings, and one that differs from a present station's
     name, or from a reserved key, only in letter case is refused as a misspelling
-    of it: codes are case-sensitive. `"default"` is refused where it is not a
+    of it: codes are case-sensitive. A key that is neither a station of the data,
+    a reserved key, nor an EHT station code (`KNOWN_STATION_CODES`) is refused: a
+    misspelt `"defualt"` would otherwise be dropped, leaving the default as it was. `"default"` is refused where it is not a
     reserved key (the table then has no default).
 
     A table that drops entries **and** leaves out some of the `active` stations
@@ -181,6 +183,23 @@ def station_entries(
                 raise ValueError(
                     f"`{arg}` takes no {key!r} key: name each station (stations it "
                     "does not name get none)."
+                )
+            if key not in KNOWN_STATION_CODES:
+                # Not a station of these data, nor of any EHT array: a misspelt
+                # key ("defualt", "LMT") would otherwise be dropped without a word.
+                fix = (
+                    f"the key for the stations it does not name is {reserved[0]!r}"
+                    if reserved
+                    else "stations it does not name get none"
+                )
+                raise ValueError(
+                    f"`{arg}` has a key {key!r}, which is neither a station of these "
+                    f"data {list(station_names)}"
+                    + (f" nor {list(reserved)}" if reserved else "")
+                    + f" nor an EHT station code ({fix}). Entries for EHT stations "
+                    "absent from the data are ignored (one table serves every day "
+                    "of the array); for another array, keep the data's stations: "
+                    f"`{{k: v for k, v in {arg}.items() if k in data.station_names}}`."
                 )
         checked = check(f"{arg}[{key!r}]", value)
         if key in present or key in reserved:
@@ -221,6 +240,13 @@ _EHT2017_ROWS = (
     ("PV", (5088967.74544, -301681.18586, 3825012.20561), 1900.0),
     ("SM", (-5464555.493, -2492927.989, 2150797.176), 6200.0),
     ("SP", (809.7616, -816.848, -6359568.7286), 19300.0),
+)
+
+#: The station codes of the EHT arrays (the 2017 array; the 2018 files' codes of
+#: the 2017 sites, AX MM SW MG; and the later stations GL KT NN): a key of a
+#: per-station table that is none of these nor a station of the data is refused.
+KNOWN_STATION_CODES = frozenset(
+    [r[0] for r in _EHT2017_ROWS] + ["AX", "MM", "SW", "MG", "GL", "KT", "NN"]
 )
 
 #: The EHT 2017 array: stations, ECEF positions and typical SEFDs (Jy), elevation

@@ -46,8 +46,10 @@ def _forward_model(forward, grid, u, v, pulse) -> AbstractForwardModel:
     """The forward model `forward` names or builds at `(u, v)`, resolved as the
     terms' `forward=` is ([`eqmodels.make_forward`][]: a name, a forward model
     class, or a callable `(grid, u, v) -> forward model`); `None` is `"direct"`."""
-    if pulse is not None and callable(forward) and not isinstance(
-        forward, type | AbstractForwardModel
+    if (
+        pulse is not None
+        and callable(forward)
+        and not isinstance(forward, type | AbstractForwardModel)
     ):
         raise TypeError(
             "`pulse` is passed to a forward model that `self_calibrate` builds "
@@ -219,6 +221,13 @@ def self_calibrate(
                 f"stations {list(names)}."
             )
         ref = names.index(phase_reference)
+        if phase_reference not in data.stations_present():
+            # Absent from the data: it would fix no phase anywhere.
+            raise ValueError(
+                f"`phase_reference`={phase_reference!r} has no data here (its rows "
+                "are flagged or it did not observe): pick a station with data "
+                f"{list(data.stations_present())}, or drop the argument."
+            )
     if isinstance(gain_tol, dict):
         gain_tol = {"default": 0.2, **gain_tol}
     above, below = station_tolerances(gain_tol, names, "gain_tol")

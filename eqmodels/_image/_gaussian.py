@@ -10,6 +10,7 @@ from .._numerics import FWHM_PER_SIGMA
 from .._validation import (
     check_grid,
     check_radians,
+    is_concrete,
     resolve_float_dtype,
     scalar_leaf,
 )
@@ -36,8 +37,10 @@ class GaussianImage(AbstractImageModel):
 
     The normalisation is computed stably: a Gaussian far narrower than a pixel
     puts its flux on the pixel(s) nearest `(x0, y0)` (the point-sampled limit)
-    instead of `0/0`. A centre outside the field of view is refused at
-    construction (its flux would pile up on the edge); parameters traced under
+    instead of `0/0`. A centre outside the field of view, or a Gaussian wider than
+    the field (`fwhm` beyond its narrower side, as a ring reaching outside it is),
+    is refused at construction (its flux would pile up on the edge or be
+    renormalised onto its flat top); parameters traced under
     `jit` are not checked, and such a centre renders on the nearest edge pixels.
     """
 
@@ -88,6 +91,20 @@ class GaussianImage(AbstractImageModel):
         self.x0 = scalar_leaf("x0", x0, dtype)
         self.y0 = scalar_leaf("y0", y0, dtype)
         check_inside(self.grid, self.x0, self.y0)
+        # A Gaussian wider than its field (FWHM of the major axis beyond the
+        # field's narrower side) is mostly off the grid: its flux would be
+        # renormalised onto a flat-topped patch (a `fwhm` in µas read as radians
+        # is caught by `check_radians` above; this catches one a grid too wide).
+        if is_concrete(self.fwhm_major):
+            width, fov = float(self.fwhm_major), min(self.grid.fov)
+            if width > fov:
+                raise ValueError(
+                    f"`fwhm`={width:.4g} rad is wider than the field of view "
+                    f"({fov:.4g} rad): the image would hold only the Gaussian's "
+                    "flat top, renormalised to `flux`. Use a larger field of view "
+                    "(`ImageGrid.from_fov`) or a narrower Gaussian (radians: "
+                    "`em.uas_to_rad(40.0)`)."
+                )
 
     def _log_profile(self) -> Float[Array, "ny nx"]:
         """`ln g_p`, the unnormalised profile's logarithm."""

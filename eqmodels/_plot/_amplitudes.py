@@ -6,6 +6,7 @@ from jaxtyping import ArrayLike, Complex, Float
 from .._data._visdata import VisData
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel
+from .._validation import check_flag
 from ._model import model_visibilities
 from ._mpl import new_axes
 from ._uv import _check_data
@@ -49,7 +50,7 @@ def plot_amplitudes(
     ax.errorbar(
         uvd,
         amp,
-        yerr=sigma if errorbars else None,
+        yerr=sigma if check_flag("errorbars", errorbars) else None,
         fmt="o",
         markersize=2.5,
         elinewidth=0.8,

@@ -12,7 +12,7 @@ from .._data._fitsimage import as_image_array
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
 from .._units import RAD_PER_UAS
-from .._validation import host_real
+from .._validation import check_flag, host_real
 from ._mpl import new_axes, pyplot
 
 
@@ -226,7 +226,7 @@ def plot_image(
     _style_axes(ax, title)
     if beam is not None:
         _draw_beam(ax, grid, beam)
-    if colorbar:
+    if check_flag("colorbar", colorbar):
         cbar = ax.figure.colorbar(artist, ax=ax)
         cbar.set_label(_LABELS[units])
     return ax

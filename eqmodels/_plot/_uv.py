@@ -3,6 +3,7 @@
 import numpy as np
 
 from .._data._visdata import VisData
+from .._validation import check_flag
 from ._mpl import new_axes
 
 
@@ -69,7 +70,7 @@ def plot_uv_coverage(
             ax.scatter(
                 uu, vv, s=s, label=label, linewidths=0, color=color, marker=marker
             )
-        if legend:
+        if check_flag("legend", legend):
             ax.legend(fontsize="x-small", ncols=2, markerscale=1.5, loc="best")
     elif color_by == "time":
         t = np.asarray(data.time)

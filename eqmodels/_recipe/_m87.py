@@ -39,7 +39,7 @@ from .._terms._cphase import ClosurePhaseChi2
 from .._terms._logcamp import LogClosureAmpChi2
 from .._terms._vis import VisChi2
 from .._units import uas_to_rad
-from .._validation import warn_user
+from .._validation import check_flag, warn_user
 
 
 #: Total compact flux (Jy).
@@ -376,6 +376,7 @@ def image_m87(
             raise ValueError(
                 f"`{name}` must be a finite number ({what}), got {value!r}."
             )
+    fast = check_flag("fast", fast)
     iterations = (30 if fast else 100) if iterations is None else int(iterations)
     restarts = (1 if fast else 3) if restarts is None else int(restarts)
     if not jax.config.read("jax_enable_x64"):

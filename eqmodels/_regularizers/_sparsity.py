@@ -78,6 +78,14 @@ class WeightedL1(AbstractRegularizer):
         self.prior = check_prior(prior, nonneg=False)
         self.grid = prior_grid(prior)
         self.eps = check_eps(eps)
+        if is_concrete(self.prior) and not np.any(np.asarray(self.prior)):
+            # Every pixel weighted `1 / (sqrt(ε) + ε)` (1e5 by default): a plain
+            # L1 scaled by an arbitrary constant, not a prior's weighting.
+            raise ValueError(
+                "`prior` is zero everywhere: it weights no pixel more than another "
+                "(every weight is 1/(sqrt(eps) + eps)). Give the prior image (e.g. "
+                "a Gaussian of the source's size), or use `L1` for a plain L1."
+            )
         if self.eps == 0 and is_concrete(self.prior):
             stored = np.asarray(self.prior)
             # Subnormal pixels count as 0: XLA flushes them (1e-45 in float32).

@@ -44,8 +44,14 @@ class Solution(eqx.Module):
       point where the value and gradient were finite (L-BFGS shortens its step
       instead, and stops there only when the start itself is not finite).
     - `converged`: `result` is `gtol` or `ftol`.
-    - `stats`: `{"max_steps": ..., "evaluations": ...}` (objective evaluations;
-      Jacobians count as one) and whatever else the solver's `postprocess` adds.
+    - `worsened`: the final `value` is above the objective at the initial model
+      (`stats["initial_value"]`): the solve made things worse (a step too large,
+      a diverging schedule), whatever `result` says. A field to check, not a
+      warning (it is an array, also under `jit`, `vmap` and in a survey).
+    - `stats`: `{"max_steps": ..., "initial_value": ..., "evaluations": ...}`
+      (the objective at the initial model; objective evaluations, Jacobians
+      counting as one, not counting the initial value's) and whatever else the
+      solver's `postprocess` adds.
     """
 
     model: PyTree
@@ -58,6 +64,10 @@ class Solution(eqx.Module):
     @property
     def converged(self) -> Bool[Array, "*batch"]:
         return (self.result == RESULTS.gtol) | (self.result == RESULTS.ftol)
+
+    @property
+    def worsened(self) -> Bool[Array, "*batch"]:
+        return self.value > self.stats["initial_value"]
 
     @property
     def reason(self) -> str | np.ndarray:
@@ -94,6 +104,10 @@ def solve_traced(
         jacobian_chunk=int(chunk or 0),
         reports=reports_with_value(objective),
     )
+    # The objective at the start: `Solution.worsened` compares the final value
+    # with it (a solver may end worse than it began: too large a step, a
+    # divergent schedule).
+    initial_value = fn.value(params)
     y, state, result = iterate(solver, fn, params, opts, axis_name)
     y, value, report, stats = solver.postprocess(fn, y, state, opts, result)
     final = fn.model(y)
@@ -109,7 +123,7 @@ def solve_traced(
         report=dict(report),
         steps=jnp.asarray(state.steps).astype(jnp.int32),
         result=result,
-        stats={"max_steps": opts.max_steps, **stats},
+        stats={"max_steps": opts.max_steps, "initial_value": initial_value, **stats},
     )
 
 

@@ -17,14 +17,9 @@ from .._gains._survey import stack_gains
 from .._numerics import asarray
 from .._sharding._mesh import split_explicitly
 from .._tree import structure_difference
+from .._validation import check_flag
 from ._base import AbstractSolver
-from ._checkpoint import (
-    chunk_path,
-    fingerprint,
-    load_chunk,
-    open_folder,
-    save_chunk,
-)
+from ._checkpoint import fingerprint, open_folder
 from ._chunking import auto_chunk_size, survey_devices
 from ._common import is_real_float_array
 from ._jacobian import (
@@ -222,7 +217,10 @@ def survey(
     With `checkpoint`, every finished chunk is written to that folder as it
     finishes; a survey killed mid-way and called again with the same arguments reads
     the finished chunks back and computes only the others (the results are the
-    same). A folder holding another survey is refused.
+    same). A folder holding another survey, in use by another survey (its
+    `survey.lock`; one left by a dead process of this host is taken over), or with a
+    missing, corrupt, truncated, swapped or misshapen file is refused, naming the
+    file (see the survey guide).
 
     **Arguments:**
 
@@ -263,6 +261,7 @@ def survey(
     """
     if not isinstance(throw, bool):
         raise TypeError(f"`throw` must be True or False, got {throw!r}.")
+    progress = check_flag("progress", progress)
     objectives = list(objectives) if isinstance(objectives, Sequence) else None
     if not objectives:
         raise ValueError(
@@ -385,7 +384,6 @@ def survey(
         idx = np.where(idx < n, idx, 0)  # pad the last chunk (same program)
         return jax.tree.map(lambda x: jax.device_put(x[idx], rows), stacked)
 
-    folder = None
     record = {
         "max_steps": int(max_steps),
         "ftol": float(ftol),
@@ -393,7 +391,9 @@ def survey(
         "chunk_size": chunk_size,
         "devices": n_dev,
     }
+    meta = None
     if checkpoint is not None:
+        # Before any chunk runs: what cannot be fingerprinted is refused now.
         meta = {
             "n_configurations": n,
             "batch": batch,
@@ -401,7 +401,6 @@ def survey(
             "options": record,
             "fingerprint": fingerprint(shared, stacked, _selected(models[0], params)),
         }
-        folder = open_folder(checkpoint, meta)
 
     # The structure of one chunk's result (no compilation).
     out_shape = eqx.filter_eval_shape(
@@ -415,31 +414,37 @@ def survey(
     def assemble(leaves):
         return eqx.combine(jax.tree.unflatten(out_def, leaves), out_static)
 
+    shapes = [(x.shape[1:], x.dtype) for x in out_leaves_shape]
     bar = _progress(n, progress)
     parts: list[list[np.ndarray]] = []
     computed, loaded = [], []
-    for i in range(n_chunks):
-        real = min(batch, n - i * batch)
-        path = chunk_path(folder, i)
-        if path is not None and path.exists():
-            leaves = load_chunk(path, len(out_leaves_shape))
-            loaded.append(i)
-        else:
-            sol = _run_chunk(
-                shared_dev, chunk_inputs(i), batch, opts, params, jac_chunk
-            )
-            sol = eqx.filter(sol, eqx.is_array)
-            leaves = [np.asarray(x)[:real] for x in jax.tree.leaves(sol)]
-            if path is not None:
-                save_chunk(path, leaves)
-            computed.append(i)
-            if callback is not None:
-                callback(i, assemble(leaves))
-        parts.append(leaves)
-        if throw:
-            _raise_on_failure(assemble(leaves), i * batch)
-        if bar is not None:
-            bar.update(real)
+    folder = None if checkpoint is None else open_folder(checkpoint, meta)
+    try:
+        for i in range(n_chunks):
+            real = min(batch, n - i * batch)
+            held = range(i * batch, i * batch + real)
+            leaves = None if folder is None else folder.load_chunk(i, held, shapes)
+            if leaves is not None:
+                loaded.append(i)
+            else:
+                sol = _run_chunk(
+                    shared_dev, chunk_inputs(i), batch, opts, params, jac_chunk
+                )
+                sol = eqx.filter(sol, eqx.is_array)
+                leaves = [np.asarray(x)[:real] for x in jax.tree.leaves(sol)]
+                if folder is not None:
+                    folder.save_chunk(i, held, leaves)
+                computed.append(i)
+                if callback is not None:
+                    callback(i, assemble(leaves))
+            parts.append(leaves)
+            if throw:
+                _raise_on_failure(assemble(leaves), i * batch)
+            if bar is not None:
+                bar.update(real)
+    finally:
+        if folder is not None:
+            folder.close()
     if bar is not None:
         bar.close()
     joined = [

@@ -1,11 +1,13 @@
 """Chi² of log closure amplitudes."""
 
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, ArrayLike, Complex, Float, Int, Scalar
 
 from .._forward._base import AbstractForwardModel
 from .._forward._select import ForwardLike
 from .._grid import ImageGrid
+from .._validation import is_concrete
 from ._base import AbstractDataTerm
 from ._common import (
     abs2,
@@ -67,6 +69,7 @@ class LogClosureAmpChi2(AbstractDataTerm):
         self.logcamp, self.weight, self.n_rows = real_rows(
             forward, 4, "LogClosureAmpChi2", "logcamp", logcamp, sigma
         )
+        _refuse_linear(self.logcamp, self.weight)
         self.forward = forward
         self.stations, self.time_index = row_labels(
             stations, time_index, tuple(forward.u.shape)
@@ -112,3 +115,25 @@ class LogClosureAmpChi2(AbstractDataTerm):
     def chi2_from_vis(self, vis: Complex[Array, "n 4"]) -> Scalar:
         d = self._diff(vis)
         return jnp.sum(self.weight * d * d) / self.n_rows
+
+
+# Rows from which all-positive values are taken for linear closure amplitudes:
+# log closure amplitudes scatter about 0 (a quadrangle's ratio and its inverse),
+# so a data set of this many with no value <= 0 is not one (chance: ~2⁻⁸).
+_LINEAR_ROWS = 8
+
+
+def _refuse_linear(logcamp, weight) -> None:
+    """Refuse (concrete) closure amplitudes given where their logarithms are
+    expected: every live value > 0, over enough rows."""
+    if not (is_concrete(logcamp) and is_concrete(weight)):
+        return
+    values = np.asarray(logcamp)[np.asarray(weight) > 0]
+    if values.size >= _LINEAR_ROWS and np.all(values > 0):
+        raise ValueError(
+            f"`logcamp` has no value <= 0 in {values.size} rows (median "
+            f"{float(np.median(values)):.3g}): these look like linear closure "
+            "amplitudes, whose logarithms scatter about 0. Give their logarithms "
+            "(`eqmodels.log_closure_amplitudes(data)`, or `np.log(camp)` with "
+            "`sigma / camp`), or use `ClosureAmpChi2` for linear ones."
+        )

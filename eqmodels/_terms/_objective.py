@@ -23,7 +23,7 @@ from .._custom_types import RealLike
 from .._grid import ImageGrid, same_grid
 from .._numerics import asarray
 from .._sharding._mesh import sharded_parts, unsplit
-from .._validation import is_concrete
+from .._validation import check_flag, is_concrete
 from ._inputs import (
     as_planes,
     as_stokes,
@@ -440,7 +440,7 @@ class Objective(AbstractTerm):
                 flat_terms.append(t)
                 flat_w.append(weights[i : i + 1])
                 flat_names.append(default_name(t) if names is None else names[i])
-        self.share = bool(share)
+        self.share = check_flag("share", share)
         _check_one_grid(_unique_names(flat_names), flat_terms, groups)
         _check_one_dtype(_unique_names(flat_names), flat_terms, groups)
         _check_one_device_set(_unique_names(flat_names), flat_terms, groups)
@@ -450,7 +450,7 @@ class Objective(AbstractTerm):
         self.shared = tuple(groups)
         self.weights = asarray(xp.concatenate(flat_w))
         self.names = _unique_names(flat_names)
-        self.chi2_offset = bool(chi2_offset)
+        self.chi2_offset = check_flag("chi2_offset", chi2_offset)
 
     def with_weights(
         self, weights: Float[ArrayLike, " n"] | Sequence[int | RealLike]
