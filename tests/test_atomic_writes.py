@@ -179,3 +179,44 @@ def test_cli_probes_that_it_can_create_its_outputs(tmp_path, capsys, monkeypatch
     with pytest.raises(SystemExit):
         main(["image", str(em.example_uvfits()), "-o", str(tmp_path / "a.fits")])
     assert re.search("-o/--output .* is not writable", capsys.readouterr().err)
+
+
+_CHILD_UV = """
+import os, signal, sys
+import eqmodels as em
+from astropy.io.fits.hdu.base import _BaseHDU
+import eqmodels._atomic as atomic
+
+src, path, point = sys.argv[1:4]
+die = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
+if point == "data":
+    _BaseHDU._writedata = die
+elif point == "rename":
+    atomic.os.replace = die
+elif point == "after":
+    atomic._fsync_folder = die
+data = em.load_uvfits(src)
+em.save_uvfits(data.replace(vis=2 * data.vis), path, overwrite=True)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["data", "rename", "after"])
+def test_save_uvfits_killed_while_writing_leaves_a_whole_file(tmp_path, point):
+    src = ROOT / "eqmodels" / "data" / "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits"
+    data = em.load_uvfits(src)
+    path = tmp_path / "data.uvfits"
+    em.save_uvfits(data, path)
+    env = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD_UV, str(src), str(path), point],
+        capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    back = em.load_uvfits(path)  # whole, never partial
+    factor = 2.0 if point == "after" else 1.0
+    np.testing.assert_allclose(
+        np.asarray(back.vis), factor * np.asarray(data.vis), rtol=1e-6
+    )
+    others = {p.name for p in tmp_path.iterdir()} - {"data.uvfits"}
+    assert all(n.startswith(".tmp-") for n in others), others

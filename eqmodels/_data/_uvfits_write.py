@@ -5,6 +5,7 @@ import os
 import numpy as np
 from astropy.io import fits
 
+from .._atomic import atomic_path
 from .._validation import check_flag, file_path
 from ._field_rotation import MOUNT_CODES
 from ._polvisdata import LINEAR, PolVisData
@@ -196,7 +197,10 @@ def save_uvfits(
         name="AIPS FQ",
     )
     fq.header["NO_IF"] = 1
-    fits.HDUList([hdu, an, fq]).writeto(path, overwrite=overwrite)
+    # Written to a temporary file in the same folder and renamed into place: a
+    # kill leaves the old file or the new one, never a partial one.
+    with atomic_path(path) as tmp:
+        fits.HDUList([hdu, an, fq]).writeto(tmp, overwrite=True)
 
 
 def _date_obs(mjd: int) -> str:
