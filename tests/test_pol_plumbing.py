@@ -190,3 +190,23 @@ def test_scalar_gains_refuse_a_polarimetric_term():
     gains = em.StationGains.from_data(data)
     with pytest.raises(TypeError, match=r"polarimetric term .*StationJones"):
         em.GainCorrected(term, gains)
+
+
+@pytest.mark.slow
+def test_survey_over_weights_of_a_polarimetric_objective_equals_the_single_solves():
+    u, v = random_points(GRID, 20, seed=10)
+    fwd = em.DirectFT(GRID, u, v)
+    truth = stokes_image(11)
+    vis = numpy_stokes_vis(u, v, truth)
+    pvis = em.PolVisChi2(fwd, vis[:, 1] + 1j * vis[:, 2], np.full(20, 1e-3))
+    amp = em.AmpChi2(fwd, np.abs(vis[:, 0]), np.full(20, 1e-3))
+    obj = amp + pvis + 1e-3 * em.HolographicEntropy() + 1e-3 * em.PolTV(GRID)
+    start = em.PolPixelImage.from_stokes(0.8 * truth, GRID)
+    configs = [obj.with_weights([1.0, w, 1e-3, 1e-3]) for w in (0.5, 1.0, 2.0)]
+    result = em.survey(configs, start, max_steps=20)
+    for k, o in enumerate(configs):
+        one = em.solve(o, start, max_steps=20)
+        assert_allclose(result.solutions.value[k], one.value, rtol=1e-9)
+        assert_allclose(
+            result.solutions.model.pol[k], one.model.pol, rtol=1e-6, atol=1e-9
+        )
