@@ -8,13 +8,14 @@ from jaxtyping import Array, ArrayLike, Bool, Complex, Float, Int
 
 from .._custom_types import RealScalar
 from .._numerics import asarray
-from ._averaging import find_scans, scan_average, time_average
+from ._averaging import scan_average, time_average
 from ._field_rotation import (
     field_rotation_coefficients,
     MOUNT_COEFFICIENTS,
     MOUNTS,
     row_angles,
 )
+from ._table import AbstractVisTable
 from ._visdata import (
     _int,
     _real,
@@ -38,7 +39,7 @@ FEEDS: tuple[str, ...] = ("circular", "linear")
 STOKES: tuple[str, ...] = ("I", "Q", "U", "V")
 
 
-class PolVisData(eqx.Module):
+class PolVisData(AbstractVisTable):
     """Calibrated visibilities of one observation with all four correlations per
     row (polarimetric data), one row per baseline and timestamp.
 
@@ -274,61 +275,6 @@ class PolVisData(eqx.Module):
         `("RR", "LL", "RL", "LR")`."""
         return LINEAR if all(f == "linear" for f in self.feeds) else CIRCULAR
 
-    @property
-    def freq(self) -> float:
-        """Reference frequency in Hz (the mean of `band_freqs`)."""
-        return float(np.mean(self.band_freqs))
-
-    @property
-    def n_rows(self) -> int:
-        """Number of rows."""
-        return int(self.u.shape[0])
-
-    def __len__(self) -> int:
-        return self.n_rows
-
-    @property
-    def n_stations(self) -> int:
-        """Number of stations in the station table."""
-        return len(self.station_names)
-
-    @property
-    def uvdist(self) -> np.ndarray:
-        """`sqrt(u² + v²)` per row (wavelengths), numpy."""
-        return np.hypot(np.asarray(self.u), np.asarray(self.v))
-
-    @property
-    def time_index(self) -> np.ndarray:
-        """Each row's index into [`eqmodels.PolVisData.timestamps`][], numpy."""
-        return np.searchsorted(self.timestamps(), np.asarray(self.time))
-
-    @property
-    def index_key(self) -> int:
-        """The fingerprint of the time slots and station table (as
-        [`eqmodels.VisData.index_key`][]): equal to that of
-        [`eqmodels.PolVisData.stokes_i`][] when no row is dropped there."""
-        return self._rows().index_key
-
-    def timestamps(self) -> np.ndarray:
-        """The distinct timestamps (hours), sorted."""
-        return np.unique(np.asarray(self.time))
-
-    def baselines(self) -> list[tuple[str, str]]:
-        """The distinct baselines `(name1, name2)` present, sorted by index."""
-        return self._rows().baselines()
-
-    def stations_present(self) -> tuple[str, ...]:
-        """Names of the stations that appear in at least one row (table order)."""
-        return self._rows().stations_present()
-
-    def duplicate_rows(self) -> np.ndarray:
-        """Rows that repeat an earlier row's time, band and baseline (see
-        [`eqmodels.VisData.duplicate_rows`][])."""
-        return self._rows().duplicate_rows()
-
-    def _check_no_duplicates(self, what: str, arg: str = "data") -> None:
-        self._rows()._check_no_duplicates(what, arg)
-
     def _rows(self) -> VisData:
         """A `VisData` with the same rows, holding Stokes I where it is known
         (0 with σ 1 elsewhere): what row bookkeeping (baselines, duplicates,
@@ -433,28 +379,6 @@ class PolVisData(eqx.Module):
             bands=bands,
         )
         return self.take(keep)
-
-    def select_stations(self, stations) -> "PolVisData":
-        """Keep only baselines between the named stations."""
-        return self.select(stations=stations)
-
-    def flag_stations(self, stations) -> "PolVisData":
-        """Drop every baseline to the named stations."""
-        return self.select(exclude_stations=stations)
-
-    def select_time(self, t_min: float | int, t_max: float | int) -> "PolVisData":
-        """Keep rows with `t_min <= time <= t_max` (hours)."""
-        return self.select(time_range=(t_min, t_max))
-
-    # ---------------------------------------------------------------- averaging
-    def scans(self, gap: RealScalar = DEFAULT_SCAN_GAP_S) -> np.ndarray:
-        """Scans found from gaps in the timestamps (see
-        [`eqmodels.VisData.scans`][])."""
-        return find_scans(np.asarray(self.time), gap)[0]
-
-    def scan_ids(self, gap: RealScalar = DEFAULT_SCAN_GAP_S) -> np.ndarray:
-        """The scan index of every row."""
-        return find_scans(np.asarray(self.time), gap)[1]
 
     def scan_average(self, gap: RealScalar = DEFAULT_SCAN_GAP_S) -> "PolVisData":
         """Coherent average of each baseline over each scan, per correlation:

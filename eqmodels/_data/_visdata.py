@@ -3,7 +3,6 @@
 import datetime
 import math
 import numbers
-import zlib
 from collections.abc import Sequence
 
 import equinox as eqx
@@ -13,11 +12,12 @@ from jaxtyping import Array, ArrayLike, Complex, Float, Int
 from .._custom_types import RealScalar
 from .._numerics import asarray
 from .._validation import host_real
-from ._averaging import find_scans, scan_average, time_average
-
-
-#: ehtim's default gap between scans, 0.0165 h.
-DEFAULT_SCAN_GAP_S = 59.4
+from ._averaging import find_scans as find_scans, scan_average, time_average
+from ._table import (
+    AbstractVisTable,
+    DEFAULT_SCAN_GAP_S as DEFAULT_SCAN_GAP_S,
+    tables_key as tables_key,
+)
 
 
 def mjd_date(mjd: int) -> datetime.date:
@@ -25,7 +25,7 @@ def mjd_date(mjd: int) -> datetime.date:
     return datetime.date(1858, 11, 17) + datetime.timedelta(days=int(mjd))
 
 
-class VisData(eqx.Module):
+class VisData(AbstractVisTable):
     """Calibrated complex visibilities of one observation (or several bands / days
     concatenated), one row per baseline and timestamp.
 
@@ -204,107 +204,10 @@ class VisData(eqx.Module):
         self.mjd = int(mjd)
         self.n_flagged = int(n_flagged)
 
-    # ------------------------------------------------------------------ basics
-    @property
-    def freq(self) -> float:
-        """Reference frequency in Hz (the mean of `band_freqs`)."""
-        return float(np.mean(self.band_freqs))
-
-    @property
-    def n_rows(self) -> int:
-        """Number of rows (visibilities)."""
-        return int(self.u.shape[0])
-
-    def __len__(self) -> int:
-        return self.n_rows
-
-    @property
-    def n_stations(self) -> int:
-        """Number of stations in the station table (some may have no rows)."""
-        return len(self.station_names)
-
-    @property
-    def uvdist(self) -> np.ndarray:
-        """`sqrt(u² + v²)` per row (wavelengths), numpy."""
-        return np.hypot(np.asarray(self.u), np.asarray(self.v))
-
-    @property
-    def time_index(self) -> np.ndarray:
-        """Each row's time slot: its index into the data set's distinct timestamps
-        ([`eqmodels.VisData.timestamps`][]), numpy. Data terms built from this data
-        set or its products carry it (`time_index`); station gains use it."""
-        return np.searchsorted(self.timestamps(), np.asarray(self.time))
-
     @property
     def snr(self) -> np.ndarray:
         """`|V| / σ` per row, numpy."""
         return np.abs(np.asarray(self.vis)) / np.asarray(self.sigma)
-
-    def stations_present(self) -> tuple[str, ...]:
-        """Names of the stations that appear in at least one row (table order)."""
-        used = np.union1d(np.asarray(self.ant1), np.asarray(self.ant2))
-        return tuple(self.station_names[i] for i in used)
-
-    @property
-    def index_key(self) -> int:
-        """A fingerprint (a CRC) of the tables that the data set's indices point
-        into: its time slots ([`eqmodels.VisData.timestamps`][], what
-        [`eqmodels.VisData.time_index`][] indexes) and its station table
-        (`station_names`, what `ant1`, `ant2` index). Data terms built from this
-        data set or its products carry it, and [`eqmodels.GainCorrected`][] refuses
-        a term and gains whose keys differ (e.g. a term from a time selection of the
-        data the gains were built on, or from a data set whose stations are listed
-        in another order)."""
-        return tables_key(self.timestamps(), self.station_names)
-
-    def timestamps(self) -> np.ndarray:
-        """The distinct timestamps (hours), sorted: the data set's time slots (see
-        [`eqmodels.VisData.time_index`][])."""
-        return np.unique(np.asarray(self.time))
-
-    def baselines(self) -> list[tuple[str, str]]:
-        """The distinct baselines `(name1, name2)` present, sorted by index."""
-        pairs = np.unique(
-            np.stack([np.asarray(self.ant1), np.asarray(self.ant2)], axis=1), axis=0
-        )
-        return [(self.station_names[a], self.station_names[b]) for a, b in pairs]
-
-    def duplicate_rows(self) -> np.ndarray:
-        """A boolean mask of the rows that repeat an earlier row's timestamp,
-        band and baseline (e.g. a data set concatenated with itself). Averaging
-        such rows as independent measurements would shrink σ by up to √2, so
-        [`eqmodels.VisData.scan_average`][], [`eqmodels.VisData.time_average`][],
-        [`eqmodels.concatenate`][] and the closure products refuse them; drop them
-        with `data.take(~data.duplicate_rows())`."""
-        # `+ 0.0` maps -0.0 to 0.0: the same timestamp, as closures group them.
-        keys = np.stack(
-            [
-                (np.asarray(self.time, np.float64) + 0.0).view(np.int64),
-                np.asarray(self.band),
-                np.asarray(self.ant1),
-                np.asarray(self.ant2),
-            ],
-            axis=1,
-        )
-        _, first = np.unique(keys, axis=0, return_index=True)
-        dup = np.ones(self.n_rows, bool)
-        dup[first] = False
-        return dup
-
-    def _check_no_duplicates(self, what: str, arg: str = "data") -> None:
-        dup = self.duplicate_rows()
-        if dup.any():
-            k = int(np.argmax(dup))
-            raise ValueError(
-                f"`{arg}` has {int(dup.sum())} duplicated row(s) (same time, band and "
-                f"baseline as an earlier row; first at row {k}, time "
-                f"{float(self.time[k])!r} h, stations "
-                f"{self.station_names[int(self.ant1[k])]}-"
-                f"{self.station_names[int(self.ant2[k])]}): {what} would treat copies "
-                "as independent measurements. Drop them with "
-                "`data.take(~data.duplicate_rows())`, or give separate bands or "
-                "sub-bands distinct `band` indices."
-            )
 
     def _arrays(self) -> dict:
         return {
@@ -478,18 +381,6 @@ class VisData(eqx.Module):
             )
         return keep
 
-    def select_stations(self, stations) -> "VisData":
-        """Keep only baselines between the named stations."""
-        return self.select(stations=stations)
-
-    def flag_stations(self, stations) -> "VisData":
-        """Drop every baseline to the named stations."""
-        return self.select(exclude_stations=stations)
-
-    def select_time(self, t_min: float | int, t_max: float | int) -> "VisData":
-        """Keep rows with `t_min <= time <= t_max` (hours)."""
-        return self.select(time_range=(t_min, t_max))
-
     def select_uvdist(
         self, uv_min: float | int | None = None, uv_max: float | int | None = None
     ) -> "VisData":
@@ -520,22 +411,7 @@ class VisData(eqx.Module):
         return np.array([self.station_names.index(s) for s in names], np.int64)
 
     # ---------------------------------------------------------------- averaging
-    def scans(self, gap: RealScalar = DEFAULT_SCAN_GAP_S) -> np.ndarray:
-        """Scans found from gaps in the timestamps: a new scan starts wherever two
-        consecutive timestamps are more than `gap` seconds apart (default 59.4 s,
-        eht-imaging's `add_scans` default of 0.0165 h).
-
-        **Returns:** a numpy array `(n_scans, 2)` of `[start, end]` times (hours).
-        """
-        return find_scans(np.asarray(self.time), gap)[0]
-
-    def scan_ids(self, gap: RealScalar = DEFAULT_SCAN_GAP_S) -> np.ndarray:
-        """The scan index of every row (see [`eqmodels.VisData.scans`][])."""
-        return find_scans(np.asarray(self.time), gap)[1]
-
-    def scan_average(
-        self, gap: RealScalar = DEFAULT_SCAN_GAP_S
-    ) -> "VisData":
+    def scan_average(self, gap: RealScalar = DEFAULT_SCAN_GAP_S) -> "VisData":
         """Coherent average of each baseline over each scan (eht-imaging's
         `avg_coherent(0, scan_avg=True)`): `V = mean(V_k)`, `σ = sqrt(Σ σ_k²) / N`,
         `(u, v)` the mean, `time` the first timestamp of that baseline in the scan,
@@ -695,8 +571,7 @@ def check_row_metadata(
         xyz = np.asarray(station_xyz)
         if np.iscomplexobj(xyz) or not np.issubdtype(xyz.dtype, np.number):
             raise TypeError(
-                f"`station_xyz` must be real ECEF positions (m), got dtype "
-                f"{xyz.dtype}."
+                f"`station_xyz` must be real ECEF positions (m), got dtype {xyz.dtype}."
             )
         xyz = xyz.astype(np.float64)
         if xyz.shape != (n_st, 3):
@@ -781,16 +656,6 @@ def _freqs(freq) -> tuple[float, ...]:
             "(230 GHz is `230e9`)."
         )
     return freqs
-
-
-def tables_key(timestamps, station_names) -> int:
-    """The fingerprint of a data set's index tables: a CRC-32 of its timestamps'
-    float64 bytes and its station names, in [0, 2³¹) (an int32 leaf; −1 means
-    unknown)."""
-    table = np.ascontiguousarray(np.asarray(timestamps, np.float64))
-    key = zlib.crc32(table.tobytes())
-    key = zlib.crc32("\x00".join(station_names).encode(), key)
-    return key & 0x7FFFFFFF
 
 
 def check_ra_dec(ra, dec) -> tuple[float, float]:
