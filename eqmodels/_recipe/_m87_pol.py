@@ -1,0 +1,487 @@
+"""A polarimetric M87 recipe: the published Stokes I recipe ([`image_m87`]), then
+linear (and optionally circular) polarization with the Stokes I image fixed and the
+D-terms of the stations that zero-baseline calibration did not correct fitted with
+the image. Modeled on the eht-imaging polarimetric imaging of EHT M87* Paper VII
+(EHT Collaboration 2021, ApJL 910, L12) and eht-imaging's own polarimetric example
+(`examples/example_pol.py`) and leakage calibration (`calibrating/pol_cal.py`).
+
+Every number is a module constant with its source; the steps are documented in
+`docs/recipe.md` ("Polarimetric recipe").
+"""
+
+import math
+import os
+import time
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
+
+from .._compile import run_once_jit
+from .._data._polvisdata import concatenate_pol, PolVisData
+from .._data._uvfits import load_uvfits
+from .._gains._joint import WithGains
+from .._gains._jones_corrected import JonesCorrected
+from .._gains._priors import AbstractGainPrior
+from .._gains._selfcal import self_calibrate
+from .._gains._station_jones import StationJones
+from .._grid import ImageGrid
+from .._image._beta import beta_m
+from .._image._pixel import PixelImage
+from .._image._pol_pixel import PolPixelImage
+from .._numerics import asarray
+from .._regularizers._base import beam_from_uv
+from .._regularizers._pol_entropy import HolographicEntropy
+from .._regularizers._pol_smoothness import PolTV
+from .._regularizers._stokes_v import StokesVL1, StokesVTV
+from .._solvers._solve import solve
+from .._terms._base import Objective
+from .._terms._frac_pol import FracPolChi2
+from .._terms._pol_vis import PolVisChi2
+from .._terms._stokes_v import StokesVChi2
+from .._validation import check_flag
+from ._m87 import BAND_TIME_SHIFT_H, image_m87, UV_ZBLCUT, ZBL
+
+
+#: Stations whose D-terms the `*_hops_zbl-dtcal+selfcal` files of the 2017 M87
+#: polarimetric release (2023-D01-01, its README) already corrected from the
+#: zero baselines: ALMA, APEX, SMA, JCMT. Their D-terms are held at 0 (see
+#: `FIXED_DTERM_SIGMA`); every other station's are fitted (LMT, SMT, IRAM 30 m,
+#: SPT in 2017).
+ZBL_CORRECTED_STATIONS = ("AA", "AP", "SM", "JC")
+#: The Gaussian prior (σ of the real and imaginary parts) on the fitted D-terms:
+#: eht-imaging's `leakage_cal` default `leakage_tol=0.1` (prior `Σ |D / 0.1|²`
+#: added to the normalised χ² of the cross hands), weighted like the pvis term.
+DTERM_PRIOR_SIGMA = 0.1
+#: The prior that holds the zero-baseline-corrected stations' D-terms at 0
+#: (eht-imaging's `leakage_cal(sites=...)` leaves them out of the fit; a prior of
+#: 0.1 % keeps them within the rounding of the fit).
+FIXED_DTERM_SIGMA = 1e-3
+#: Self-calibration of the polarimetric data to the Stokes I image before the
+#: polarimetric rounds (one complex gain per station and timestamp, the same for
+#: R and L, eht-imaging's `self_cal` of the Stokes I pipeline): amplitude
+#: tolerances of rounds 3-4 of the Stokes I recipe (`gain_tol=(0.02, 0.2)`).
+SELFCAL_GAIN_TOL = (0.02, 0.2)
+#: The polarimetric data terms leave out the intra-site baselines (shorter than
+#: this, λ; ALMA-APEX, SMA-JCMT), as the Stokes I recipe's closure phases do
+#: (`UV_ZBLCUT`): their fractional polarization is that of the arcsecond-scale
+#: emission around the compact source (the jet), which the 128 µas image does
+#: not hold; on 2017-04-10 they alone gave a χ² of the `m` term near 10 (the
+#: other baselines about 1 each).
+POL_UV_MIN = UV_ZBLCUT
+#: Free polarization pixels: where the fixed Stokes I image exceeds this fraction
+#: of its peak (elsewhere Q = U = V = 0); Paper VII shows and measures
+#: polarization only where I is above 10 % of the peak, this keeps 10x fainter
+#: pixels free so that the cut is a measurement choice, not an imaging one.
+POL_MASK_FRACTION = 0.01
+#: The starting point of the polarization: uniform 5 % linear polarization at
+#: EVPA 0 (eht-imaging starts polarized, its `ρ' → −∞` being unreachable; ours
+#: has no singularity at 0 but the start must break the EVPA symmetry).
+INIT_FRACTION = 0.05
+#: Rounds of polarimetric imaging, eht-imaging's `make_image_P` sequence in its
+#: polarimetric example (`examples/example_pol.py`: `{'m': 1}, {'hw': 1}`, then
+#: `{'m': 5}, {'hw': 1, 'ptv': 100}`), extended as Paper VII's eht-imaging
+#: imaging does: with the `pvis` term and the D-terms solved with the image
+#: (`dterms`: whether the D-terms move in that round). eht-imaging's
+#: `chi2_offset`-style objective `Σ α (χ² − 1) + Σ β R`, regularizers normalised.
+POL_ROUNDS = (
+    {"m": 1.0, "hw": 1.0, "dterms": False},
+    {"m": 5.0, "hw": 1.0, "ptv": 100.0, "dterms": False},
+    {"m": 5.0, "pvis": 5.0, "hw": 1.0, "ptv": 100.0, "dterms": True},
+    {"m": 5.0, "pvis": 5.0, "hw": 1.0, "ptv": 100.0, "dterms": True},
+)
+#: With `stokes_v`: eht-imaging's Stokes V data term `vvis` and regularizers
+#: `l1v`, `vtv` in every round (weights ours: the data term as the pvis term, the
+#: L1 and TV pulling V to zero where the data do not ask for it).
+STOKES_V_TERMS = {"vvis": 5.0, "l1v": 1.0, "vtv": 100.0}
+#: The Stokes V target flux of the normalised V regularizers: 1 % of Stokes I
+#: (M87's circular polarization is below 1 %: ALMA, Goddi et al. 2021).
+VFLUX_FRACTION = 0.01
+#: L-BFGS steps per polarimetric round (eht-imaging's `MAXIT` of its Imager,
+#: 200); with `fast` 50.
+POL_ITERATIONS = 200
+POL_ITERATIONS_FAST = 50
+#: The runs' `ftol` and `gtol` (as the Stokes I recipe).
+POL_STOP = 1e-6
+
+
+class _StationDTermPrior(AbstractGainPrior):
+    """`Σ_{k,s,p} |d_ksp|² / σ_s²`: a Gaussian prior on the D-terms with one σ per
+    station (the recipe's: fitted stations `DTERM_PRIOR_SIGMA`, corrected ones
+    `FIXED_DTERM_SIGMA`)."""
+
+    report_name = "dterm"
+    gains: StationJones
+    inv_sigma: Float[Array, " s"]
+
+    def __init__(self, jones: StationJones, sigma):
+        self.gains = jones
+        self.inv_sigma = asarray(1.0 / np.asarray(sigma, float))
+
+    def gain_residuals(self, gains: StationJones) -> Float[Array, " m"]:
+        w = self.inv_sigma.astype(gains.d_real.dtype)[None, :, None]
+        return jnp.concatenate(
+            [(gains.d_real * w).reshape(-1), (gains.d_imag * w).reshape(-1)]
+        )
+
+
+# ------------------------------------------------------------------ data
+def _as_pol(x, name: str) -> PolVisData:
+    if isinstance(x, PolVisData):
+        return x
+    if isinstance(x, str | os.PathLike):
+        return load_uvfits(x, polarization="full")
+    raise TypeError(
+        f"`{name}` must be a uvfits path or a PolVisData (full polarization: "
+        f"`load_uvfits(path, polarization='full')`), got {type(x).__name__}."
+    )
+
+
+def _check_cross_hands(data: PolVisData, name: str) -> None:
+    corr = np.asarray(data.corr)[:, 2:]
+    ok = np.isfinite(corr) & (np.abs(corr) > 0)
+    if not ok.any():
+        raise ValueError(
+            f"`{name}` has no cross-hand data (RL, LR are all zero or flagged): a "
+            "Stokes I file cannot be imaged in polarization; give a file of the "
+            "polarimetric release (e.g. `*_hops_zbl-dtcal+selfcal.uvfits`)."
+        )
+
+
+def prepare_pol_data(lo, hi, *, zbl: float = ZBL) -> PolVisData:
+    """The polarimetric data before self-calibration: each band scan-averaged and
+    the two joined (lowest frequency band 0), each band's times shifted by
+    `BAND_TIME_SHIFT_H` per band index (one band per timestamp, as the Stokes I
+    recipe), and the intra-site baselines (shorter than `UV_ZBLCUT`) scaled to
+    the compact flux `zbl` (all four correlations and σ by `zbl` over the median
+    Stokes I amplitude on ALMA-APEX, else on all intra-site rows), as the Stokes I
+    recipe's `rescale_zero_baseline`. Rows without Stokes I are dropped."""
+    parts = []
+    for name, x in (("lo", lo), ("hi", hi)):
+        d = _as_pol(x, name)
+        _check_cross_hands(d, name)
+        parts.append(d.scan_average())
+    parts.sort(key=lambda p: min(p.band_freqs))
+    if parts[0].mjd != parts[1].mjd:
+        raise ValueError(
+            f"`lo` and `hi` are from different days (MJD {parts[0].mjd} and "
+            f"{parts[1].mjd}): the recipe images one day's two bands."
+        )
+    data = concatenate_pol(parts)
+    band = np.asarray(data.band)
+    if band.max() > 0:
+        data = data.replace(time=np.asarray(data.time) + BAND_TIME_SHIFT_H * band)
+    vis, _ = data.stokes()
+    ok = np.isfinite(vis[:, 0])
+    if not ok.all():
+        data = data.take(np.flatnonzero(ok))
+        vis = vis[ok]
+    uv = np.hypot(np.asarray(data.u), np.asarray(data.v))
+    short = uv < UV_ZBLCUT
+    if not short.any():
+        raise ValueError(
+            "the data have no intra-site baseline (shorter than "
+            f"{UV_ZBLCUT:g} λ), which the recipe scales to the compact flux `zbl`."
+        )
+    names = data.station_names
+    a1, a2 = np.asarray(data.ant1), np.asarray(data.ant2)
+    on = short
+    if {"AA", "AP"} <= set(names):
+        i, j = names.index("AA"), names.index("AP")
+        pair = ((a1 == i) & (a2 == j)) | ((a1 == j) & (a2 == i))
+        if pair.any():
+            on = pair
+    factor = np.where(short, zbl / float(np.median(np.abs(vis[on, 0]))), 1.0)
+    return data.replace(
+        corr=np.asarray(data.corr) * factor[:, None],
+        sigma=np.asarray(data.sigma) * factor[:, None],
+    )
+
+
+def selfcal_pol(data: PolVisData, image, grid: ImageGrid) -> PolVisData:
+    """`data` self-calibrated to the Stokes I `image`: one complex gain per
+    station and timestamp ([`eqmodels.self_calibrate`][] of `data.stokes_i()`,
+    amplitude and phase, tolerances `SELFCAL_GAIN_TOL`), divided out of all four
+    correlations alike (`σ` by its modulus). The same gain for R and L leaves the
+    fractional polarization of every row unchanged."""
+    si = data.stokes_i()
+    _, gains = self_calibrate(
+        si, image, grid=grid, interval="timestamp", method="both",
+        gain_tol=SELFCAL_GAIN_TOL,
+    )  # fmt: skip
+    st = np.stack([np.asarray(data.ant1), np.asarray(data.ant2)], axis=1)
+    f = np.asarray(gains.at(si).factor(st, np.asarray(data.time_index)))
+    return data.replace(
+        corr=np.asarray(data.corr) / f[:, None],
+        sigma=np.asarray(data.sigma) / np.abs(f)[:, None],
+    )
+
+
+def pol_jones(data: PolVisData) -> StationJones:
+    """Station Jones matrices for `data`: gains 1 (frozen: the data are
+    self-calibrated), D-terms 0, **one set of D-terms per band** (the leakage
+    differs between the bands; each time slot holds one band), with the field
+    rotation removed before the leakage (`field_rotation_corrected=True`: the
+    release's files carry the parallactic-angle rotation)."""
+    base = StationJones.from_data(
+        data, "track", "track", field_rotation_corrected=True
+    )
+    n_slots, n_st = int(base.n_time_slots), len(data.station_names)
+    slot_band = np.zeros(n_slots, np.int32)
+    ti, band = np.asarray(data.time_index), np.asarray(data.band)
+    slot_band[ti] = band
+    kd = int(band.max()) + 1
+    present = np.zeros((kd, n_st), bool)
+    for b in range(kd):
+        rows = band == b
+        present[b, np.asarray(data.ant1)[rows]] = True
+        present[b, np.asarray(data.ant2)[rows]] = True
+    zeros = np.zeros((kd, n_st, 2))
+    return StationJones(
+        base.log_amp, base.phase, zeros, zeros.copy(), base.slot_interval,
+        slot_band, data.station_names,
+        field_rotation=np.asarray(base.field_rotation()),
+        feeds=base.feeds, present=base.present, dterm_present=present,
+        index_key=base.index_key, field_rotation_corrected=True,
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------------ objectives
+def pol_round_objective(
+    data: PolVisData,
+    grid: ImageGrid,
+    jones: StationJones,
+    weights: dict,
+    *,
+    flux: float,
+    beam: float,
+    stokes_v: bool = False,
+    forward: str = "separable",
+) -> WithGains:
+    """One polarimetric round's objective over `(PolPixelImage, StationJones)`:
+    `Σ α (χ² − 1) + Σ β R` of the round's `weights` (data terms `m`, `pvis`
+    and, with `stokes_v`, `vvis` through the Jones matrices; regularizers `hw`,
+    `ptv`, and `l1v`, `vtv` with `stokes_v`, normalised by `flux` and `beam`), plus
+    the D-term prior (weighted like `pvis`, or 1)."""
+    wts = dict(weights)
+    wts.pop("dterms", None)
+    if stokes_v:
+        wts.update(STOKES_V_TERMS)
+    terms, w = [], []
+    makers = {"m": FracPolChi2, "pvis": PolVisChi2, "vvis": StokesVChi2}
+    for key, cls in makers.items():
+        if key in wts:
+            terms.append(JonesCorrected(cls.from_data(data, grid, forward=forward), jones))
+            w.append(wts[key])
+    vflux = VFLUX_FRACTION * flux
+    regs = {
+        "hw": lambda: HolographicEntropy(flux=flux, normalise=True),
+        "ptv": lambda: PolTV(grid, flux=flux, beam=beam, normalise=True),
+        "l1v": lambda: StokesVL1(vflux=vflux, normalise=True),
+        "vtv": lambda: StokesVTV(grid, vflux=vflux, beam=beam, normalise=True),
+    }
+    for key, make in regs.items():
+        if key in wts:
+            terms.append(make())
+            w.append(wts[key])
+    sigma = [
+        FIXED_DTERM_SIGMA if s in ZBL_CORRECTED_STATIONS else DTERM_PRIOR_SIGMA
+        for s in jones.station_names
+    ]
+    terms.append(_StationDTermPrior(jones, sigma))
+    w.append(wts.get("pvis", 1.0))
+    return WithGains(Objective(terms, w, chi2_offset=True))
+
+
+def _filters(model: PolPixelImage, jones: StationJones, dterms: bool):
+    """`solve`'s `params`: the polarization vectors always, never the Stokes I
+    pixels (fixed), the D-terms in the rounds that fit them, never the gains."""
+    image_f = jax.tree.map(lambda _: False, model)
+    image_f = eqx.tree_at(lambda m: m.pol, image_f, True)
+    jones_f = jax.tree.map(lambda _: False, jones)
+    if dterms:
+        jones_f = eqx.tree_at(lambda j: (j.d_real, j.d_imag), jones_f, (True, True))
+    return (image_f, jones_f)
+
+
+_value_and_report = run_once_jit(lambda obj, model: obj.value_and_report(model))
+
+
+def _report(objective, model):
+    value, rep = _value_and_report(objective, model)
+    return float(value), {k: float(v) for k, v in rep.items()}
+
+
+# ------------------------------------------------------------------ summary
+def _summary(stokes: np.ndarray, grid: ImageGrid) -> dict:
+    """The polarization papers' image quantities (see `polarization_summary`)."""
+    i, q, u, v = (np.asarray(p, float) for p in stokes)
+    total = i.sum()
+    p_net = q.sum() + 1j * u.sum()
+    # beta_2 about the Stokes I centroid (Palumbo et al. 2020 centre the ring).
+    x0 = float((i * grid.x[None, :]).sum() / total)
+    y0 = float((i * grid.y[:, None]).sum() / total)
+    b2 = complex(beta_m(stokes, grid, 2, x0=x0, y0=y0))
+    return {
+        "flux": float(total),
+        "m_net": float(abs(p_net) / total),
+        "m_avg": float(np.hypot(q, u).sum() / total),
+        "beta2_amp": abs(b2),
+        "beta2_arg_deg": math.degrees(np.angle(b2)),
+        "evpa_net_deg": math.degrees(0.5 * np.angle(p_net)),
+        "v_net": float(v.sum() / total),
+    }
+
+
+# ------------------------------------------------------------------ the recipe
+def image_m87_pol(
+    lo,
+    hi,
+    *,
+    stokes_v: bool = False,
+    npix: int = 64,
+    fov: float = 128.0,
+    fast: bool = False,
+    zbl: float | None = None,
+    forward: str = "separable",
+    log=None,
+):
+    """Image M87 in full polarization: the published Stokes I recipe
+    ([`eqmodels.image_m87`][]) on the Stokes I of the two bands, then the linear
+    polarization (and Stokes V with `stokes_v`) with that Stokes I image fixed and
+    the D-terms of the stations that zero-baseline calibration did not correct
+    (all but ALMA, APEX, SMA, JCMT) fitted with the image. Modeled on eht-imaging's
+    polarimetric imaging for EHT M87* Paper VII; the steps and numbers are in
+    docs/recipe.md ("Polarimetric recipe").
+
+    **Arguments:**
+
+    - `lo`, `hi`: one day's two bands, uvfits paths of the polarimetric release
+      (`*_hops_zbl-dtcal+selfcal.uvfits`) or [`eqmodels.PolVisData`][].
+    - `stokes_v`: also image Stokes V (`vvis`, `l1v`, `vtv`); else V = 0.
+    - `npix`, `fov`: the grid (64 pixels over 128 µas).
+    - `fast`: the Stokes I recipe's `fast` settings and 50 L-BFGS steps per
+      polarimetric round instead of 200 (for CI and demos).
+    - `zbl`: the compact flux (Jy; `None`: M87's 0.6).
+    - `forward`: the forward model of the data terms.
+    - `log`: a callable taking one line of progress (e.g. `print`), or `None`.
+
+    **Returns:** `(stokes, report)`: the `(4, ny, nx)` image (I, Q, U, V in
+    Jy/pixel; I is the Stokes I recipe's) and a dict with `grid`, `data` (the
+    self-calibrated `PolVisData`), `stokes_i` (the Stokes I recipe's report),
+    `start` and `rounds` (per polarimetric round: objective, each term's value,
+    steps, stop reason, seconds), `dterms` (`{station: {"lo": (d_R, d_L),
+    "hi": (d_R, d_L)}}`, complex; `fitted` lists the fitted stations),
+    `summary` (net and image-averaged linear polarization fractions, β₂, net
+    EVPA, net circular fraction) and `time_s`.
+    """
+    say = log if log is not None else (lambda line: None)
+    stokes_v = check_flag("stokes_v", stokes_v)
+    fast = check_flag("fast", fast)
+    if forward not in ("direct", "separable", "nufft"):
+        raise ValueError(
+            f"`forward` must be 'direct', 'separable' or 'nufft', got {forward!r}."
+        )
+    if not jax.config.read("jax_enable_x64"):
+        raise RuntimeError(
+            "the recipe runs in float64: call `jax.config.update('jax_enable_x64', "
+            "True)` first."
+        )
+    t0 = time.perf_counter()
+    zbl_used = ZBL if zbl is None else zbl
+    # Read (and check) the polarimetric data first: a Stokes I file is refused
+    # before the Stokes I recipe runs.
+    raw = (_as_pol(lo, "lo"), _as_pol(hi, "hi"))
+    for name, d in zip(("lo", "hi"), raw):
+        _check_cross_hands(d, name)
+    say("Stokes I: the published 2017 M87 recipe on the bands' Stokes I")
+    image_i, rep_i = image_m87(
+        [d.stokes_i() for d in raw], npix=npix, fov=fov, fast=fast, zbl=zbl,
+        forward=forward, log=log,
+    )  # fmt: skip
+    grid = rep_i["grid"]
+    data = prepare_pol_data(*raw, zbl=zbl_used)
+    data = selfcal_pol(data, image_i, grid)
+    uv = np.hypot(np.asarray(data.u), np.asarray(data.v))
+    data = data.take(np.flatnonzero(uv >= POL_UV_MIN))
+    say(
+        f"polarization: {data.n_rows} scan-averaged rows, stations "
+        f"{data.station_names}"
+    )
+    jones = pol_jones(data)
+    fitted = [s for s in data.station_names if s not in ZBL_CORRECTED_STATIONS]
+    say(f"D-terms fitted for {fitted} (held at 0: zero-baseline corrected)")
+    flux = float(image_i.sum())
+    beam = beam_from_uv(data.u, data.v)
+    intensity = PixelImage.from_prior(
+        image_i, grid, clipfloor=POL_MASK_FRACTION * float(image_i.max())
+    )
+    model = PolPixelImage.init(
+        intensity, frac=INIT_FRACTION, evpa=0.0, circular=stokes_v
+    )
+    iterations = POL_ITERATIONS_FAST if fast else POL_ITERATIONS
+    rounds, start = [], None
+    t = time.perf_counter()
+    for r, weights in enumerate(POL_ROUNDS, start=1):
+        objective = pol_round_objective(
+            data, grid, jones, weights, flux=flux, beam=beam, stokes_v=stokes_v,
+            forward=forward,
+        )  # fmt: skip
+        if r == 1:
+            v0, terms0 = _report(objective, (model, jones))
+            start = {"value": v0, "terms": terms0}
+        sol = solve(
+            objective, (model, jones), "lbfgs", max_steps=iterations,
+            ftol=POL_STOP, gtol=POL_STOP,
+            params=_filters(model, jones, weights["dterms"]),
+        )  # fmt: skip
+        model, jones = sol.model
+        entry = {
+            "round": r,
+            "end": float(sol.value),
+            "terms": {k: float(v) for k, v in sol.report.items()},
+            "steps": int(sol.steps),
+            "reason": str(sol.reason),
+            "seconds": time.perf_counter() - t,
+        }
+        t = time.perf_counter()
+        rounds.append(entry)
+        chi2 = "  ".join(
+            f"{k} {entry['terms'][k]:.3f}"
+            for k in ("m", "pvis", "vvis")
+            if k in entry["terms"]
+        )
+        say(str({k: round(v, 4) for k, v in entry["terms"].items()}))
+        say(
+            f"pol round {r}: {entry['steps']} steps, objective {entry['end']:.4g}"
+            f"  χ² {chi2}  ({entry['seconds']:.1f} s)"
+        )
+    stokes = np.array(model())
+    stokes[0] = image_i  # the Stokes I recipe's image, exactly
+    d = np.asarray(jones.dterms())
+    bands = ("lo", "hi") if d.shape[0] == 2 else tuple(str(b) for b in range(d.shape[0]))
+    dterms = {
+        s: {b: (complex(d[k, j, 0]), complex(d[k, j, 1])) for k, b in enumerate(bands)}
+        for j, s in enumerate(data.station_names)
+    }
+    summary = _summary(stokes, grid)
+    report = {
+        "grid": grid,
+        "data": data,
+        "stokes_i": rep_i,
+        "start": start,
+        "rounds": rounds,
+        "dterms": dterms,
+        "fitted": fitted,
+        "summary": summary,
+        "time_s": time.perf_counter() - t0,
+    }
+    say(
+        f"|m_net| {summary['m_net']:.4f}  <|m|> {summary['m_avg']:.4f}  "
+        f"|beta2| {summary['beta2_amp']:.4f}  arg beta2 "
+        f"{summary['beta2_arg_deg']:.1f} deg  EVPA_net "
+        f"{summary['evpa_net_deg']:.1f} deg  v_net {summary['v_net']:.4f}"
+    )
+    return stokes, report
