@@ -80,6 +80,7 @@ from ._image._beta import beta_m as beta_m
 from ._image._gaussian import GaussianImage as GaussianImage
 from ._image._pol_gaussian import PolGaussianImage as PolGaussianImage
 from ._image._pol_mring import PolMRingImage as PolMRingImage
+from ._image._pol_summary import polarization_summary as polarization_summary
 from ._image._ring import RingImage as RingImage
 from ._plot._amplitudes import plot_amplitudes as plot_amplitudes
 from ._plot._closures import (
@@ -330,6 +331,7 @@ __all__ = [
     "PolVisChi2",
     "PolEntropy",
     "PolTV",
+    "polarization_summary",
     "RAD_PER_DEG",
     "RAD_PER_UAS",
     "rad_to_uas",
