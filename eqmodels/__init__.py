@@ -217,6 +217,7 @@ from ._recipe._m87 import (
     image_m87 as image_m87,
     m87_systematic_noise as m87_systematic_noise,
 )
+from ._recipe._m87_pol import image_m87_pol as image_m87_pol
 
 
 # --- end recipes ---
@@ -293,6 +294,7 @@ __all__ = [
     "HolographicEntropy",
     "image_in_units",
     "image_m87",
+    "image_m87_pol",
     "ImageGrid",
     "is_real_float_array",
     "JonesCorrected",

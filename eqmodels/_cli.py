@@ -94,6 +94,19 @@ def _parser() -> argparse.ArgumentParser:
         help="also save a plot of the image (.png, .pdf, .svg, ...)",
     )  # fmt: skip
     im.add_argument(
+        "--pol", action="store_true",
+        help=(
+            "full polarization (eqmodels.image_m87_pol): the Stokes I recipe, then "
+            "Q and U (V with --stokes-v) and the uncorrected stations' D-terms; "
+            "give one day's two polarimetric files LO HI (none: the shipped "
+            "2017-04-10 pair); writes a four-plane (I, Q, U, V) FITS image"
+        ),
+    )  # fmt: skip
+    im.add_argument(
+        "--stokes-v", action="store_true",
+        help="with --pol: also image Stokes V (else V = 0)",
+    )  # fmt: skip
+    im.add_argument(
         "--cache", default=None, metavar="DIR",
         help=(
             "JAX's persistent compilation cache (default $EQMODELS_CACHE_DIR or "
@@ -257,10 +270,11 @@ def _plot_formats() -> tuple[str, ...]:
 def main(argv=None) -> int:
     ap = _parser()
     args = ap.parse_args(argv)
+    _check_pol(args.parser, args)
     _check_paths(args.parser, args)  # errors as `eqmodels image: error: ...`
     t0 = time.perf_counter()
     try:
-        return _image(args, t0)
+        return _image_pol(args, t0) if args.pol else _image(args, t0)
     except (ValueError, OSError) as e:  # bad data or settings: a message, not a trace
         print(f"eqmodels image: error: {e}", file=sys.stderr)
         return 2
@@ -305,6 +319,88 @@ def _image(args, t0) -> int:
             )
             return 2
         log(f"wrote {args.png}")
+    log(f"total wall time {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+# Where `eqmodels image --pol` with no uvfits files (the shipped pair) writes.
+_DEFAULT_POL_OUTPUT = "m87_pol.fits"
+
+
+def _check_pol(ap: argparse.ArgumentParser, args) -> None:
+    """`--pol`'s own checks (before `_check_paths`): two files, LO and HI, or none
+    (the shipped 2017-04-10 pair into `m87_pol.fits`); no `--png` yet; and
+    `--stokes-v` only with `--pol`."""
+    if not args.pol:
+        if args.stokes_v:
+            ap.error("--stokes-v needs --pol (Stokes V is imaged with Q and U).")
+        return
+    if args.png is not None:
+        ap.error(
+            "--png is not available with --pol yet: the FITS image holds the four "
+            "planes (plot them with eqmodels' plotting helpers)."
+        )
+    if not args.uvfits:
+        from ._data._examples import example_uvfits
+
+        args.uvfits = [
+            str(example_uvfits("m87_2017_04_10_pol_lo")),
+            str(example_uvfits("m87_2017_04_10_pol_hi")),
+        ]
+        if args.output is None:
+            args.output = _DEFAULT_POL_OUTPUT
+    elif len(args.uvfits) != 2:
+        ap.error(
+            f"--pol takes one day's two bands, LO HI (polarimetric uvfits files); "
+            f"got {len(args.uvfits)} file(s)."
+        )
+
+
+def _image_pol(args, t0) -> int:
+    """`eqmodels image --pol`: [`eqmodels.image_m87_pol`][], the four-plane FITS
+    image, and the polarization papers' numbers and the fitted D-terms."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    import eqmodels as em
+
+    def log(line):
+        print(line, flush=True)
+
+    if not args.no_cache:
+        _enable_cache(em, args.cache, log)
+    log(f"eqmodels image --pol: {', '.join(args.uvfits)} -> {args.output}")
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        stokes, report = em.image_m87_pol(
+            *args.uvfits,
+            stokes_v=args.stokes_v,
+            npix=args.npix,
+            fov=args.fov,
+            iterations=args.iterations,
+            restarts=args.restarts,
+            fast=args.fast,
+            log=log,
+            **({} if args.zbl is None else {"zbl": args.zbl}),
+        )
+    grid, data = report["grid"], report["stokes_i"]["data"]
+    em.save_fits(stokes, grid, args.output, overwrite=args.overwrite, data=data)
+    log(f"wrote {args.output} (Stokes I, Q, U, V)")
+    for label, key in (("image", "summary"), ("blurred to 20 µas", "summary_20uas")):
+        s = report[key]
+        log(
+            f"polarization ({label}): |m_net| {s['m_net']:.4f}  <|m|> "
+            f"{s['m_avg']:.4f}  |β2| {s['beta2_abs']:.4f}  ∠β2 "
+            f"{s['beta2_arg_deg']:.1f}°  EVPA_net {s['evpa_net_deg']:.1f}°  "
+            f"v_net {s['v_net']:.4f}"
+        )
+    log("D-terms (d_R, d_L; fitted: " + ", ".join(report["fitted"]) + "):")
+    for station, bands in report["dterms"].items():
+        cells = "  ".join(
+            f"{b} {dr.real:+.3f}{dr.imag:+.3f}i {dl.real:+.3f}{dl.imag:+.3f}i"
+            for b, (dr, dl) in bands.items()
+        )
+        log(f"  {station}: {cells}")
     log(f"total wall time {time.perf_counter() - t0:.1f} s")
     return 0
 
