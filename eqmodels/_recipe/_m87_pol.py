@@ -32,7 +32,6 @@ from .._image._pixel import PixelImage
 from .._image._pol_pixel import PolPixelImage
 from .._image._pol_summary import polarization_summary
 from .._numerics import asarray
-from .._regularizers._base import beam_from_uv
 from .._regularizers._pol_entropy import HolographicEntropy
 from .._regularizers._pol_smoothness import PolTV
 from .._regularizers._stokes_v import StokesVL1, StokesVTV
@@ -86,7 +85,10 @@ INIT_FRACTION = 0.05
 #: `{'m': 5}, {'hw': 1, 'ptv': 100}`), extended as Paper VII's eht-imaging
 #: imaging does: with the `pvis` term and the D-terms solved with the image
 #: (`dterms`: whether the D-terms move in that round). eht-imaging's
-#: `chi2_offset`-style objective `Σ α (χ² − 1) + Σ β R`, regularizers normalised.
+#: `chi2_offset`-style objective `Σ α (χ² − 1) + Σ β R`. The regularizers are
+#: **not** normalised: the example's weights are for eht-imaging's `Imager`
+#: default `norm_reg=False` (normalised, `ptv` would weigh about 20x more at
+#: M87's flux and resolution, and dominate the fit).
 POL_ROUNDS = (
     {"m": 1.0, "hw": 1.0, "dterms": False},
     {"m": 5.0, "hw": 1.0, "ptv": 100.0, "dterms": False},
@@ -94,12 +96,10 @@ POL_ROUNDS = (
     {"m": 5.0, "pvis": 5.0, "hw": 1.0, "ptv": 100.0, "dterms": True},
 )
 #: With `stokes_v`: eht-imaging's Stokes V data term `vvis` and regularizers
-#: `l1v`, `vtv` in every round (weights ours: the data term as the pvis term, the
-#: L1 and TV pulling V to zero where the data do not ask for it).
+#: `l1v`, `vtv` in every round (unnormalised as the others; weights ours: the
+#: data term as the pvis term, the L1 and TV as hw and ptv, pulling V to zero
+#: where the data do not ask for it).
 STOKES_V_TERMS = {"vvis": 5.0, "l1v": 1.0, "vtv": 100.0}
-#: The Stokes V target flux of the normalised V regularizers: 1 % of Stokes I
-#: (M87's circular polarization is below 1 %: ALMA, Goddi et al. 2021).
-VFLUX_FRACTION = 0.01
 #: L-BFGS steps per polarimetric round (eht-imaging's `MAXIT` of its Imager,
 #: 200); with `fast` 50.
 POL_ITERATIONS = 200
@@ -258,15 +258,13 @@ def pol_round_objective(
     jones: StationJones,
     weights: dict,
     *,
-    flux: float,
-    beam: float,
     stokes_v: bool = False,
     forward: str = "separable",
 ) -> WithGains:
     """One polarimetric round's objective over `(PolPixelImage, StationJones)`:
     `Σ α (χ² − 1) + Σ β R` of the round's `weights` (data terms `m`, `pvis`
     and, with `stokes_v`, `vvis` through the Jones matrices; regularizers `hw`,
-    `ptv`, and `l1v`, `vtv` with `stokes_v`, normalised by `flux` and `beam`), plus
+    `ptv`, and `l1v`, `vtv` with `stokes_v`, unnormalised), plus
     the D-term prior (weighted like `pvis`, or 1)."""
     wts = dict(weights)
     wts.pop("dterms", None)
@@ -280,12 +278,11 @@ def pol_round_objective(
                 JonesCorrected(cls.from_data(data, grid, forward=forward), jones)
             )
             w.append(wts[key])
-    vflux = VFLUX_FRACTION * flux
     regs = {
-        "hw": lambda: HolographicEntropy(flux=flux, normalise=True),
-        "ptv": lambda: PolTV(grid, flux=flux, beam=beam, normalise=True),
-        "l1v": lambda: StokesVL1(vflux=vflux, normalise=True),
-        "vtv": lambda: StokesVTV(grid, vflux=vflux, beam=beam, normalise=True),
+        "hw": lambda: HolographicEntropy(),
+        "ptv": lambda: PolTV(grid),
+        "l1v": lambda: StokesVL1(),
+        "vtv": lambda: StokesVTV(grid),
     }
     for key, make in regs.items():
         if key in wts:
@@ -332,6 +329,79 @@ def pol_summary(stokes: np.ndarray, grid: ImageGrid, blur_uas: float = 0.0) -> d
     x0 = float((i * grid.x[None, :]).sum() / i.sum())
     y0 = float((i * grid.y[:, None]).sum() / i.sum())
     return polarization_summary(planes, grid, x0=x0, y0=y0)
+
+
+def image_polarization(
+    data: PolVisData,
+    image_i: np.ndarray,
+    grid: ImageGrid,
+    *,
+    stokes_v: bool = False,
+    fast: bool = False,
+    forward: str = "separable",
+    log=None,
+):
+    """The polarimetric rounds (`POL_ROUNDS`) on prepared, self-calibrated data
+    with the Stokes I image `image_i` fixed: [`image_m87_pol`][]'s second stage.
+
+    **Returns:** `(model, jones, start, rounds)`: the final `PolPixelImage`, the
+    `StationJones` (fitted D-terms), the first objective and its terms at the
+    start, and one entry per round (`start`, `end` objective, `terms`, `steps`,
+    `reason`, `seconds`).
+    """
+    say = log if log is not None else (lambda line: None)
+    jones = pol_jones(data)
+    fitted = [s for s in data.station_names if s not in ZBL_CORRECTED_STATIONS]
+    say(f"D-terms fitted for {fitted} (held at 0: zero-baseline corrected)")
+    intensity = PixelImage.from_prior(
+        image_i, grid, clipfloor=POL_MASK_FRACTION * float(image_i.max())
+    )
+    model = PolPixelImage.init(
+        intensity, frac=INIT_FRACTION, evpa=0.0, circular=stokes_v
+    )
+    iterations = POL_ITERATIONS_FAST if fast else POL_ITERATIONS
+    rounds, start = [], None
+    t = time.perf_counter()
+    for r, weights in enumerate(POL_ROUNDS, start=1):
+        objective = pol_round_objective(
+            data, grid, jones, weights, stokes_v=stokes_v,
+            forward=forward,
+        )  # fmt: skip
+        if r == 1:
+            v0, terms0 = _report(objective, (model, jones))
+            start = {"value": v0, "terms": terms0}
+            chi2 = "  ".join(
+                f"{k} {terms0[k]:.3f}" for k in ("m", "vvis") if k in terms0
+            )
+            say(f"pol start: objective {v0:.4g}  χ² {chi2}")
+        sol = solve(
+            objective, (model, jones), "lbfgs", max_steps=iterations,
+            ftol=POL_STOP, gtol=POL_STOP,
+            params=_filters(model, jones, weights["dterms"]),
+        )  # fmt: skip
+        model, jones = sol.model
+        entry = {
+            "round": r,
+            "end": float(sol.value),
+            "terms": {k: float(v) for k, v in sol.report.items()},
+            "start": float(sol.stats["initial_value"]),
+            "steps": int(sol.steps),
+            "reason": str(sol.reason),
+            "seconds": time.perf_counter() - t,
+        }
+        t = time.perf_counter()
+        rounds.append(entry)
+        chi2 = "  ".join(
+            f"{k} {entry['terms'][k]:.3f}"
+            for k in ("m", "pvis", "vvis")
+            if k in entry["terms"]
+        )
+        say(
+            f"pol round {r}: {entry['steps']} steps, objective "
+            f"{entry['start']:.4g} -> {entry['end']:.4g}"
+            f"  χ² {chi2}  ({entry['seconds']:.1f} s)"
+        )
+    return model, jones, start, rounds
 
 
 # ------------------------------------------------------------------ the recipe
@@ -413,54 +483,9 @@ def image_m87_pol(
     say(
         f"polarization: {data.n_rows} scan-averaged rows, stations {data.station_names}"
     )
-    jones = pol_jones(data)
-    fitted = [s for s in data.station_names if s not in ZBL_CORRECTED_STATIONS]
-    say(f"D-terms fitted for {fitted} (held at 0: zero-baseline corrected)")
-    flux = float(image_i.sum())
-    beam = beam_from_uv(data.u, data.v)
-    intensity = PixelImage.from_prior(
-        image_i, grid, clipfloor=POL_MASK_FRACTION * float(image_i.max())
+    model, jones, start, rounds = image_polarization(
+        data, image_i, grid, stokes_v=stokes_v, fast=fast, forward=forward, log=log
     )
-    model = PolPixelImage.init(
-        intensity, frac=INIT_FRACTION, evpa=0.0, circular=stokes_v
-    )
-    iterations = POL_ITERATIONS_FAST if fast else POL_ITERATIONS
-    rounds, start = [], None
-    t = time.perf_counter()
-    for r, weights in enumerate(POL_ROUNDS, start=1):
-        objective = pol_round_objective(
-            data, grid, jones, weights, flux=flux, beam=beam, stokes_v=stokes_v,
-            forward=forward,
-        )  # fmt: skip
-        if r == 1:
-            v0, terms0 = _report(objective, (model, jones))
-            start = {"value": v0, "terms": terms0}
-        sol = solve(
-            objective, (model, jones), "lbfgs", max_steps=iterations,
-            ftol=POL_STOP, gtol=POL_STOP,
-            params=_filters(model, jones, weights["dterms"]),
-        )  # fmt: skip
-        model, jones = sol.model
-        entry = {
-            "round": r,
-            "end": float(sol.value),
-            "terms": {k: float(v) for k, v in sol.report.items()},
-            "start": float(sol.stats["initial_value"]),
-            "steps": int(sol.steps),
-            "reason": str(sol.reason),
-            "seconds": time.perf_counter() - t,
-        }
-        t = time.perf_counter()
-        rounds.append(entry)
-        chi2 = "  ".join(
-            f"{k} {entry['terms'][k]:.3f}"
-            for k in ("m", "pvis", "vvis")
-            if k in entry["terms"]
-        )
-        say(
-            f"pol round {r}: {entry['steps']} steps, objective {entry['end']:.4g}"
-            f"  χ² {chi2}  ({entry['seconds']:.1f} s)"
-        )
     stokes = np.array(model())
     stokes[0] = image_i  # the Stokes I recipe's image, exactly
     d = np.asarray(jones.dterms())
@@ -480,7 +505,7 @@ def image_m87_pol(
         "start": start,
         "rounds": rounds,
         "dterms": dterms,
-        "fitted": fitted,
+        "fitted": [n for n in data.station_names if n not in ZBL_CORRECTED_STATIONS],
         "summary": summary,
         "summary_20uas": summary_blur,
         "time_s": time.perf_counter() - t0,

@@ -1,0 +1,359 @@
+"""The polarimetric M87 recipe (`image_m87_pol`, `eqmodels image --pol`): argument
+errors, its steps on small synthetic data, and (slow) the command line and the
+full recipe on real data."""
+
+import equinox as eqx
+import jax
+import numpy as np
+import pytest
+
+import eqmodels as em
+from eqmodels import _cli
+from eqmodels._recipe import _m87_pol as P
+
+
+GRID = em.ImageGrid.from_fov(16, 128.0)
+SHARED_DAYS = {"05": "095", "06": "096", "10": "100", "11": "101"}
+
+
+def _ring_stokes(frac=0.1, evpa=0.3):
+    """A small polarized blob (0.6 Jy) on GRID: uniform fraction and EVPA."""
+    xx, yy = GRID.coords()
+    r = np.hypot(xx, yy) / em.uas_to_rad(1.0)
+    i = np.exp(-0.5 * ((r - 20.0) / 8.0) ** 2)
+    i *= 0.6 / i.sum()
+    q = frac * i * np.cos(2 * evpa)
+    u = frac * i * np.sin(2 * evpa)
+    return np.stack([i, q, u, np.zeros_like(i)])
+
+
+def _observe(stokes, *, freq=227e9, dterms=None, cross=True, seed=0):
+    data = em.observe(
+        stokes, GRID, em.EHT2017, ra=187.7059, dec=12.3911, mjd=57853, freq=freq,
+        times=np.linspace(1.0, 6.0, 6), seed=seed, dterms=dterms, source="M87",
+        mounts={"AP": "nasmyth_r", "AZ": "nasmyth_r", "LM": "nasmyth_l",
+                "PV": "nasmyth_l", "SM": "nasmyth_l", "JC": "nasmyth_r"},
+    )  # fmt: skip
+    if not cross:
+        corr = np.array(data.corr)
+        corr[:, 2:] = 0.0
+        data = data.replace(corr=corr)
+    return data
+
+
+def _pol_data(freq, seed, *, cross=True):
+    """A small polarimetric data set built by hand (no transform to compile): four
+    stations (ALMA, APEX, LMT, IRAM 30 m) at six timestamps, ALMA-APEX an
+    intra-site baseline."""
+    rng = np.random.default_rng(seed)
+    names = ("AA", "AP", "LM", "PV")
+    table = list(em.EHT2017.names)
+    xyz = np.asarray(em.EHT2017.xyz)[[table.index(n) for n in names]]
+    pairs = [(0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3)]
+    n_t = 6
+    a1 = np.tile([a for a, _ in pairs], n_t)
+    a2 = np.tile([b for _, b in pairs], n_t)
+    time = np.repeat(np.linspace(1.0, 6.0, n_t), len(pairs))
+    intra = (a1 == 0) & (a2 == 1)
+    scale = np.where(intra, 1e6, 3e9)
+    u = scale * rng.uniform(0.3, 1.0, a1.size)
+    v = scale * rng.uniform(-1.0, 1.0, a1.size)
+    amp = np.where(intra, 1.2, 0.3)
+    phase = np.exp(1j * rng.uniform(-np.pi, np.pi, a1.size))
+    rr = amp * phase * (1 + 0.01 * rng.normal(size=a1.size))
+    ll = amp * phase * (1 + 0.01 * rng.normal(size=a1.size))
+    rl = (0.05 * amp * np.exp(1j * rng.uniform(-np.pi, np.pi, a1.size))) * cross
+    lr = (0.05 * amp * np.exp(1j * rng.uniform(-np.pi, np.pi, a1.size))) * cross
+    corr = np.stack([rr, ll, rl, lr], axis=1)
+    return em.PolVisData(
+        u, v, corr, np.full(corr.shape, 0.01), time, a1, a2, station_names=names,
+        freq=freq, station_xyz=xyz, source="M87", ra=187.7059, dec=12.3911,
+        mjd=57853, mounts=("altaz", "nasmyth_r", "nasmyth_l", "nasmyth_l"),
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return _ring_stokes(), _pol_data(227e9, 1), _pol_data(229e9, 2)
+
+
+@pytest.fixture(scope="module")
+def observed():
+    stokes = _ring_stokes()
+    lo = _observe(stokes, freq=227e9, seed=1)
+    hi = _observe(stokes, freq=229e9, seed=2)
+    return stokes, lo, hi
+
+
+# ------------------------------------------------------------------ arguments
+def test_image_m87_pol_refuses_bad_arguments(pair):
+    _, lo, hi = pair
+    with pytest.raises(TypeError, match="`lo` must be a uvfits path or a PolVisData"):
+        em.image_m87_pol(lo.stokes_i(), hi)
+    with pytest.raises(TypeError, match="`hi` must be a uvfits path"):
+        em.image_m87_pol(lo, 3)
+    with pytest.raises(TypeError, match="stokes_v"):
+        em.image_m87_pol(lo, hi, stokes_v="yes")
+    with pytest.raises(TypeError, match="fast"):
+        em.image_m87_pol(lo, hi, fast=1)
+    with pytest.raises(ValueError, match="`forward` must be"):
+        em.image_m87_pol(lo, hi, forward="fft")
+
+
+def test_image_m87_pol_refuses_data_without_cross_hands(pair):
+    _, lo, _ = pair
+    stokes_i_only = _pol_data(229e9, 3, cross=False)
+    with pytest.raises(ValueError, match="`hi` has no cross-hand data"):
+        em.image_m87_pol(lo, stokes_i_only)
+
+
+def test_prepare_refuses_two_days(pair):
+    _, lo, hi = pair
+    other = hi.replace(mjd=hi.mjd + 1)
+    with pytest.raises(ValueError, match="different days"):
+        P.prepare_pol_data(lo, other)
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["image", "--stokes-v"], "--stokes-v needs --pol"),
+        (["image", "--pol", "a.uvfits"], "--pol takes one day's two bands"),
+        (["image", "--pol", "a", "b", "c", "-o", "x.fits"], "got 3 file"),
+        (["image", "--pol", "--png", "p.png"], "--png is not available with --pol"),
+    ],
+)
+def test_cli_pol_argument_errors(argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        _cli.main(argv)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_pol_defaults_to_the_shipped_pair(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = _cli._parser().parse_args(["image", "--pol"])
+    _cli._check_pol(args.parser, args)
+    assert args.uvfits == [
+        str(em.example_uvfits("m87_2017_04_10_pol_lo")),
+        str(em.example_uvfits("m87_2017_04_10_pol_hi")),
+    ]
+    assert args.output == "m87_pol.fits"
+    _cli._check_paths(args.parser, args)  # the shipped files exist
+
+
+# ------------------------------------------------------------------ the steps
+def test_prepare_pol_data_scales_intra_site_rows_and_shifts_bands(pair):
+    _, lo, hi = pair
+    data = P.prepare_pol_data(hi, lo, zbl=0.5)  # either order: lo is band 0
+    assert data.band_freqs == (227e9, 229e9)
+    both = em.concatenate([lo.scan_average(), hi.scan_average()])
+    assert data.n_rows == both.n_rows
+    band = np.asarray(data.band)
+    np.testing.assert_allclose(
+        np.asarray(data.time), np.asarray(both.time) + 1e-5 * band, rtol=0, atol=1e-12
+    )
+    uv = np.hypot(np.asarray(both.u), np.asarray(both.v))
+    short = uv < 0.1e9
+    assert short.any() and (~short).any()
+    names = both.station_names
+    a1, a2 = np.asarray(both.ant1), np.asarray(both.ant2)
+    aa_ap = ((a1 == names.index("AA")) & (a2 == names.index("AP"))) | (
+        (a1 == names.index("AP")) & (a2 == names.index("AA"))
+    )
+    i_short = np.abs(0.5 * (np.asarray(both.corr)[:, 0] + np.asarray(both.corr)[:, 1]))
+    factor = 0.5 / np.median(i_short[aa_ap])
+    expect = np.where(short, factor, 1.0)[:, None] * np.asarray(both.corr)
+    np.testing.assert_allclose(np.asarray(data.corr), expect, rtol=1e-12)
+    np.testing.assert_allclose(
+        np.asarray(data.sigma),
+        np.where(short, factor, 1.0)[:, None] * np.asarray(both.sigma),
+        rtol=1e-12,
+    )
+
+
+def test_pol_jones_has_one_dterm_set_per_band(pair):
+    _, lo, hi = pair
+    data = P.prepare_pol_data(lo, hi)
+    jones = P.pol_jones(data)
+    assert jones.field_rotation_corrected
+    assert jones.n_dterm_intervals == 2 and jones.n_intervals == 1
+    ti, band = np.asarray(data.time_index), np.asarray(data.band)
+    np.testing.assert_array_equal(np.asarray(jones.slot_dterm)[ti], band)
+    # The field rotation is the data's, per time slot and station.
+    ref = em.StationJones.from_data(data, field_rotation_corrected=True)
+    np.testing.assert_allclose(
+        np.asarray(jones.rotation), np.asarray(ref.rotation), atol=1e-12
+    )
+
+
+def test_station_dterm_prior_matches_numpy(pair):
+    _, lo, _ = pair
+    rng = np.random.default_rng(0)
+    jones = em.StationJones.from_data(lo, "track", "track")
+    d = rng.normal(size=(1, len(lo.station_names), 2)) + 1j * rng.normal(
+        size=(1, len(lo.station_names), 2)
+    )
+    jones = em.StationJones.from_data(lo, "track", "track", dterms=0.05 * d)
+    sigma = rng.uniform(0.01, 0.2, len(lo.station_names))
+    prior = P._StationDTermPrior(jones, sigma)
+    expect = np.sum(np.abs(0.05 * d) ** 2 / sigma[None, :, None] ** 2)
+    np.testing.assert_allclose(float(prior()), expect, rtol=1e-12)
+    g = eqx.filter_grad(lambda j: P._StationDTermPrior(j, sigma)())(jones)
+    np.testing.assert_allclose(
+        np.asarray(g.d_real),
+        2 * (0.05 * d.real) / sigma[None, :, None] ** 2,
+        rtol=1e-12,
+    )
+
+
+def test_round_objectives_hold_the_recipe_terms(pair):
+    _, lo, hi = pair
+    data = P.prepare_pol_data(lo, hi)
+    jones = P.pol_jones(data)
+    names = []
+    for stokes_v in (False, True):
+        for weights in P.POL_ROUNDS:
+            obj = P.pol_round_objective(
+                data, GRID, jones, weights, stokes_v=stokes_v, forward="direct",
+            )  # fmt: skip
+            names.append(set(obj.names))
+            expect = {k for k in weights if k != "dterms"} | {"dterm"}
+            if stokes_v:
+                expect |= set(P.STOKES_V_TERMS)
+            assert set(obj.names) == expect
+            w = dict(zip(obj.names, np.asarray(obj.weights)))
+            assert w["dterm"] == weights.get("pvis", 1.0)
+    assert "pvis" not in names[0] and "pvis" in names[2]
+
+
+def test_filters_free_polarization_and_dterms_only(pair):
+    _, lo, hi = pair
+    data = P.prepare_pol_data(lo, hi)
+    jones = P.pol_jones(data)
+    intensity = em.PixelImage.from_prior(_ring_stokes()[0], GRID, clipfloor=1e-6)
+    model = em.PolPixelImage.init(intensity, frac=0.05, circular=False)
+    for dterms in (False, True):
+        f_image, f_jones = P._filters(model, jones, dterms)
+        assert f_image.pol is True
+        assert not any(x is True for x in jax.tree.leaves(f_image.intensity))
+        assert (f_jones.d_real is True) == dterms and (f_jones.d_imag is True) == dterms
+        assert f_jones.log_amp is False and f_jones.phase is False
+
+
+@pytest.mark.slow
+def test_selfcal_pol_keeps_fractional_polarization(observed):
+    stokes, lo, hi = observed
+    data = P.prepare_pol_data(lo, hi)
+    # Corrupt with one gain per station and row (the same for R and L).
+    rng = np.random.default_rng(3)
+    n_st = len(data.station_names)
+    g = (1 + 0.1 * rng.normal(size=n_st)) * np.exp(1j * rng.uniform(-1, 1, n_st))
+    f = g[np.asarray(data.ant1)] * np.conj(g[np.asarray(data.ant2)])
+    bad = data.replace(corr=np.asarray(data.corr) * f[:, None])
+    fixed = P.selfcal_pol(bad, stokes[0], GRID)
+    before, _ = bad.stokes()
+    after, _ = fixed.stokes()
+    np.testing.assert_allclose(
+        after[:, 1:3] / after[:, :1], before[:, 1:3] / before[:, :1], rtol=1e-9
+    )
+    # Closer to the model's Stokes I than before.
+    term = em.VisChi2.from_data(data.stokes_i(), GRID, forward="direct")
+    model = np.asarray(term.forward(jax.numpy.asarray(stokes[0])))
+    assert (
+        np.abs(after[:, 0] - model).mean() < 0.5 * np.abs(before[:, 0] - model).mean()
+    )
+
+
+@pytest.mark.slow
+def test_polarimetric_rounds_recover_synthetic_leakage():
+    """The polarimetric stage on synthetic data with a known 5 % leakage at the
+    LMT and the IRAM 30 m: the fitted D-terms approach it, the corrected stations'
+    stay at 0, and the image's net polarization approaches the truth."""
+    stokes = _ring_stokes(frac=0.1, evpa=0.3)
+    leak = {"LM": (0.05 + 0.02j, -0.03 + 0.04j), "PV": (-0.04j, 0.03)}
+    lo = _observe(stokes, freq=227e9, dterms=leak, seed=4)
+    hi = _observe(stokes, freq=229e9, dterms=leak, seed=5)
+    data = P.prepare_pol_data(lo, hi)
+    data = data.take(np.flatnonzero(np.hypot(data.u, data.v) >= P.POL_UV_MIN))
+    model, jones, start, rounds = P.image_polarization(
+        data, stokes[0], GRID, forward="direct"
+    )
+    for e in rounds:
+        assert e["end"] <= e["start"] + 1e-9
+    assert rounds[-1]["terms"]["m"] < start["terms"]["m"]
+    d = np.asarray(jones.dterms())
+    names = data.station_names
+    for s, (dr, dl) in leak.items():
+        j = names.index(s)
+        err = np.abs(d[:, j] - np.array([dr, dl])[None])
+        assert err.max() < 0.02, (s, d[:, j])
+    for s in P.ZBL_CORRECTED_STATIONS:
+        if s in names:
+            assert np.abs(d[:, names.index(s)]).max() < 1e-3
+    out = np.asarray(model())
+    m_net = abs(out[1].sum() + 1j * out[2].sum()) / out[0].sum()
+    assert abs(m_net - 0.1) < 0.03
+    assert np.all(np.sqrt((out[1:] ** 2).sum(0)) <= out[0] * (1 + 1e-12))
+
+
+# ------------------------------------------------------------------ slow
+def _parse_rounds(text):
+    rows = []
+    for line in text.splitlines():
+        if line.startswith("pol round"):
+            obj = line.split("objective ")[1].split()
+            chi2 = line.split("χ² m ")[1].split()[0]
+            rows.append((float(obj[0]), float(obj[2]), float(chi2)))
+        if line.startswith("pol start"):
+            start_m = float(line.split("χ² m ")[1].split()[0])
+    return start_m, rows
+
+
+@pytest.mark.slow
+def test_cli_pol_fast_on_the_shipped_pair(tmp_path, capsys):
+    out = tmp_path / "m87_pol.fits"
+    rc = _cli.main(["image", "--pol", "--fast", "--no-cache", "-o", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    stokes, grid = em.load_fits(out)
+    stokes = np.asarray(stokes)
+    assert stokes.shape == (4, 64, 64)
+    assert np.all(np.isfinite(stokes))
+    i, p = stokes[0], np.sqrt((stokes[1:] ** 2).sum(0))
+    assert np.all(i >= 0) and np.all(p <= i * (1 + 1e-9) + 1e-15)
+    assert abs(i.sum() - 0.6) < 0.03  # the Stokes I recipe's compact flux
+    assert np.any(p > 0)
+    start_m, rows = _parse_rounds(text)
+    assert len(rows) == len(P.POL_ROUNDS)
+    for before, after, _ in rows:
+        assert after <= before + 1e-9  # each round lowers its objective
+    assert rows[-1][2] < start_m  # the fit to m improved overall
+    assert "|m_net|" in text and "∠β2" in text
+    for station in ("AZ", "LM", "PV"):
+        assert f"  {station}: lo " in text
+
+
+@pytest.mark.slow
+def test_full_recipe_on_real_data(shared_data):
+    base = shared_data / "eht" / "m87_2017_pol" / "hops_data" / "April10"
+    lo = base / "SR2_M87_2017_100_lo_hops_zbl-dtcal+selfcal.uvfits"
+    hi = base / "SR2_M87_2017_100_hi_hops_zbl-dtcal+selfcal.uvfits"
+    if not lo.is_file():
+        pytest.skip("the 2017 M87 polarimetric release is not in ../shared")
+    stokes, report = em.image_m87_pol(lo, hi)
+    assert stokes.shape == (4, 64, 64) and np.all(np.isfinite(stokes))
+    np.testing.assert_array_equal(stokes[3], 0.0)  # no Stokes V asked for
+    assert np.all(np.hypot(stokes[1], stokes[2]) <= stokes[0] * (1 + 1e-9) + 1e-15)
+    assert report["fitted"] == ["AZ", "LM", "PV"]
+    for s, bands in report["dterms"].items():
+        for dr, dl in bands.values():
+            bound = 0.3 if s in report["fitted"] else 1e-2
+            assert abs(dr) < bound and abs(dl) < bound, (s, bands)
+    rounds = report["rounds"]
+    assert rounds[-1]["terms"]["m"] < report["start"]["terms"]["m"]
+    assert rounds[-1]["terms"]["pvis"] < 10.0
+    s = report["summary_20uas"]
+    # Physical, and of the order of the EHT's (Papers VII, VIII: |m_net| 1-3.7 %,
+    # <|m|> 5.7-10.7 %): a polarized image, far from fully polarized.
+    assert 0.0 < s["m_net"] < 0.1 and 0.01 < s["m_avg"] < 0.3
