@@ -78,6 +78,15 @@ def pair():
 
 
 @pytest.fixture(scope="module")
+def prepared(pair):
+    """The pair prepared, and its Jones matrices (the stations' field rotation
+    computed once: astropy's sidereal time is slow on its first call)."""
+    _, lo, hi = pair
+    data = P.prepare_pol_data(lo, hi)
+    return data, P.pol_jones(data)
+
+
+@pytest.fixture(scope="module")
 def observed():
     stokes = _ring_stokes()
     lo = _observe(stokes, freq=227e9, seed=1)
@@ -172,10 +181,8 @@ def test_prepare_pol_data_scales_intra_site_rows_and_shifts_bands(pair):
     )
 
 
-def test_pol_jones_has_one_dterm_set_per_band(pair):
-    _, lo, hi = pair
-    data = P.prepare_pol_data(lo, hi)
-    jones = P.pol_jones(data)
+def test_pol_jones_has_one_dterm_set_per_band(prepared):
+    data, jones = prepared
     assert jones.field_rotation_corrected
     assert jones.n_dterm_intervals == 2 and jones.n_intervals == 1
     ti, band = np.asarray(data.time_index), np.asarray(data.band)
@@ -190,11 +197,12 @@ def test_pol_jones_has_one_dterm_set_per_band(pair):
 def test_station_dterm_prior_matches_numpy(pair):
     _, lo, _ = pair
     rng = np.random.default_rng(0)
-    jones = em.StationJones.from_data(lo, "track", "track")
     d = rng.normal(size=(1, len(lo.station_names), 2)) + 1j * rng.normal(
         size=(1, len(lo.station_names), 2)
     )
-    jones = em.StationJones.from_data(lo, "track", "track", dterms=0.05 * d)
+    jones = em.StationJones.from_data(
+        lo, "track", "track", dterms=0.05 * d, field_rotation=np.zeros((lo.n_rows, 2))
+    )
     sigma = rng.uniform(0.01, 0.2, len(lo.station_names))
     prior = P._StationDTermPrior(jones, sigma)
     expect = np.sum(np.abs(0.05 * d) ** 2 / sigma[None, :, None] ** 2)
@@ -207,10 +215,8 @@ def test_station_dterm_prior_matches_numpy(pair):
     )
 
 
-def test_round_objectives_hold_the_recipe_terms(pair):
-    _, lo, hi = pair
-    data = P.prepare_pol_data(lo, hi)
-    jones = P.pol_jones(data)
+def test_round_objectives_hold_the_recipe_terms(prepared):
+    data, jones = prepared
     names = []
     for stokes_v in (False, True):
         for weights in P.POL_ROUNDS:
@@ -227,10 +233,8 @@ def test_round_objectives_hold_the_recipe_terms(pair):
     assert "pvis" not in names[0] and "pvis" in names[2]
 
 
-def test_filters_free_polarization_and_dterms_only(pair):
-    _, lo, hi = pair
-    data = P.prepare_pol_data(lo, hi)
-    jones = P.pol_jones(data)
+def test_filters_free_polarization_and_dterms_only(prepared):
+    _, jones = prepared
     intensity = em.PixelImage.from_prior(_ring_stokes()[0], GRID, clipfloor=1e-6)
     model = em.PolPixelImage.init(intensity, frac=0.05, circular=False)
     for dterms in (False, True):

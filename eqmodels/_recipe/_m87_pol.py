@@ -245,7 +245,7 @@ def pol_jones(data: PolVisData) -> StationJones:
     return StationJones(
         base.log_amp, base.phase, zeros, zeros.copy(), base.slot_interval,
         slot_band, data.station_names,
-        field_rotation=np.asarray(base.field_rotation()),
+        field_rotation=np.angle(np.asarray(base.rotation)),
         feeds=base.feeds, present=base.present, dterm_present=present,
         index_key=base.index_key, field_rotation_corrected=True,
     )  # fmt: skip
