@@ -211,6 +211,15 @@ from ._terms._correlation import CorrelationChi2 as CorrelationChi2
 
 # --- end Jones ---
 # isort: split
+# --- several frequencies in one image ---
+from ._data._multiband import MultiBandData as MultiBandData
+from ._image._multifreq import MultiFrequencyImage as MultiFrequencyImage
+from ._regularizers._spectral import SpectralL2 as SpectralL2, SpectralTV as SpectralTV
+from ._terms._at_frequency import AtFrequency as AtFrequency
+
+
+# --- end multi-frequency ---
+# isort: split
 # --- recipes and command line ---
 from ._recipe._m87 import (
     closure_score as closure_score,
@@ -249,6 +258,7 @@ __all__ = [
     "amplitudes",
     "AmpProducts",
     "apply_gains",
+    "AtFrequency",
     "beam_from_uv",
     "beta_m",
     "bispectra",
@@ -308,6 +318,8 @@ __all__ = [
     "LogClosureAmpProducts",
     "m87_systematic_noise",
     "make_forward",
+    "MultiBandData",
+    "MultiFrequencyImage",
     "n_rows_leaf",
     "NUFFT",
     "Objective",
@@ -353,6 +365,8 @@ __all__ = [
     "solve",
     "solve_scipy",
     "SolverOptions",
+    "SpectralL2",
+    "SpectralTV",
     "StationJones",
     "stop_test",
     "StationGains",
