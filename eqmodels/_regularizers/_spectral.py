@@ -94,7 +94,8 @@ class AbstractSpectralRegularizer(AbstractRegularizer):
 
 class SpectralL2(AbstractSpectralRegularizer):
     r"""Squared distance of a spectral map from a prior, eht-imaging's `l2_alpha`
-    (`l2_beta`, `l2_alphap`, `l2_betap`, `l2_rm`) with the sign flipped:
+    (`l2_beta`, `l2_alphap`, `l2_betap`, `l2_rm`; the penalty its
+    `regularizer_mf` returns):
 
     `R(α) = Σ_ij (α_ij − α_prior,ij)²`, divided by the number of pixels `N` when
     `normalise=True` (eht-imaging's `norm_reg`).
@@ -153,7 +154,7 @@ class SpectralL2(AbstractSpectralRegularizer):
 
 class SpectralTV(AbstractSpectralRegularizer):
     r"""Total variation of a spectral map, eht-imaging's `tv_alpha` (`tv_beta`,
-    `tv_alphap`, `tv_betap`, `tv_rm`) with the sign flipped:
+    `tv_alphap`, `tv_betap`, `tv_rm`; the penalty its `regularizer_mf` returns):
 
     `R(α) = Σ_ij sqrt((α[i+1,j] − α[i,j])² + (α[i,j+1] − α[i,j])² + ε)`,
 
