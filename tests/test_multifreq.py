@@ -538,3 +538,21 @@ def test_real_2018_two_bands_objective(bands_2018):
         + ref.l2_spec(np.asarray(model.beta), 0.0, False)
     )
     assert_allclose(eqx.filter_jit(lambda m, o: o(m))(model, obj), want, rtol=1e-13)
+
+
+def test_sharded_band_term_sees_its_frequency():
+    """`ShardedChi2(AtFrequency(term, ν))` alone, and in an objective, evaluates
+    the model at `ν` (its rows split over two devices)."""
+    from jax.sharding import Mesh
+
+    i0, a, b = _maps()
+    model = _model(i0, a, b)
+    d = _band_data(FREQS[0], 0, n=32)
+    band = em.AtFrequency(em.VisChi2.from_data(d, GRID), FREQS[0])
+    sharded = em.ShardedChi2(band, Mesh(np.array(jax.devices()[:2]), ("rows",)))
+    assert sharded.frequency == FREQS[0]
+    want = band.term(ref.image_at(i0, a, b, FREQS[0], NU0))
+    assert_allclose(sharded(model), want, rtol=1e-12)
+    # Residuals are concatenated device by device: compare their squares' sum.
+    assert_allclose(jnp.sum(sharded.residuals(model) ** 2), want, rtol=1e-12)
+    assert_allclose((sharded + em.TV(GRID))(model), want + em.TV(GRID)(i0), rtol=1e-12)
