@@ -353,7 +353,7 @@ def test_objective_polarimetric_band_and_per_band_gains():
         + t_pol(model.at(FREQS[1]))
     )
     assert_allclose(eqx.filter_jit(lambda m, o: o(m))(model, obj), want, rtol=1e-13)
-    assert t_gain.frequency == FREQS[0]
+    assert t_gain.band_frequency == FREQS[0]
 
 
 # ---------------------------------------------------------------- multi-band
@@ -550,9 +550,27 @@ def test_sharded_band_term_sees_its_frequency():
     d = _band_data(FREQS[0], 0, n=32)
     band = em.AtFrequency(em.VisChi2.from_data(d, GRID), FREQS[0])
     sharded = em.ShardedChi2(band, Mesh(np.array(jax.devices()[:2]), ("rows",)))
-    assert sharded.frequency == FREQS[0]
+    assert sharded.band_frequency == FREQS[0]
     want = band.term(ref.image_at(i0, a, b, FREQS[0], NU0))
     assert_allclose(sharded(model), want, rtol=1e-12)
     # Residuals are concatenated device by device: compare their squares' sum.
     assert_allclose(jnp.sum(sharded.residuals(model) ** 2), want, rtol=1e-12)
     assert_allclose((sharded + em.TV(GRID))(model), want + em.TV(GRID)(i0), rtol=1e-12)
+
+
+class _ScaledFlux(em.AbstractRegularizer):
+    """A user's regularizer holding a field named `frequency`: the objective's
+    `band_frequency` declaration does not clash with it."""
+
+    frequency: float
+
+    def penalty(self, image):
+        return self.frequency * jnp.sum(image)
+
+
+def test_users_term_with_a_frequency_field():
+    i0, a, b = _maps()
+    reg = _ScaledFlux(2.0)
+    assert reg.frequency == 2.0 and reg.band_frequency is None
+    obj = reg + em.SpectralL2(GRID)
+    assert_allclose(obj(_model(i0, a, b)), 2 * i0.sum() + np.sum(a**2), rtol=1e-12)

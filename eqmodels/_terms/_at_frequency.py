@@ -69,7 +69,7 @@ class AtFrequency(AbstractTermWrapper):
     share_forward = True
 
     @property
-    def frequency(self) -> float:  # type: ignore[override]
+    def band_frequency(self) -> float:  # type: ignore[override]
         return self.freq
 
     @property

@@ -66,7 +66,7 @@ class AbstractTerm(eqx.Module):
     `(*points, 4)`, a regularizer's `penalty` the `(4, ny, nx)` planes. A term
     that does not declare it, given a polarimetric image, uses its I plane.
 
-    **Multi-frequency terms.** The property `frequency` (default `None`) says at
+    **Multi-frequency terms.** The property `band_frequency` (default `None`) says at
     which frequency an objective evaluates a [`eqmodels.MultiFrequencyImage`][]
     for the term (see [`eqmodels.AtFrequency`][]). The class attribute
     `takes_model` (default `False`) declares a term that an objective hands the
@@ -86,7 +86,7 @@ class AbstractTerm(eqx.Module):
     takes_model: ClassVar[bool] = False
 
     @property
-    def frequency(self) -> float | None:
+    def band_frequency(self) -> float | None:
         """The frequency (Hz) at which an objective evaluates a
         [`eqmodels.MultiFrequencyImage`][] for this term (`model.at(frequency)`;
         any other image is the same at every frequency), or `None` (default): the
@@ -498,14 +498,14 @@ class Objective(AbstractTerm):
         grid = objective_grid(self)
         freqs = []
         for t in self.terms:
-            if not type(t).takes_model and t.frequency not in freqs:
-                freqs.append(t.frequency)
+            if not type(t).takes_model and t.band_frequency not in freqs:
+                freqs.append(t.band_frequency)
         return {f: planes_at(image, grid, f) for f in freqs}
 
     def _term_input(self, t: AbstractTerm, image: ImageLike, planes: dict):
         """What term `t` is evaluated on: the image as given (`takes_model`) or
         its planes at the term's frequency."""
-        return image if type(t).takes_model else planes[t.frequency]
+        return image if type(t).takes_model else planes[t.band_frequency]
 
     def _served_vis(self, planes: dict) -> dict[int, Array]:
         """Each shared member's visibilities, by term position, from the planes
@@ -515,7 +515,7 @@ class Objective(AbstractTerm):
         the I plane alone."""
         served = {}
         for group in self.shared:
-            img = planes[self.terms[group.members[0]].frequency]
+            img = planes[self.terms[group.members[0]].band_frequency]
             stokes = is_stokes(img)
             pol = [self.terms[m].polarimetric for m in group.members]
             if not stokes:
@@ -656,7 +656,7 @@ def _share(terms: list[AbstractTerm], groups: list[SharedForward]):
             out.append(g)
         else:
             source = (forward, g.members, g.index, g.conj)
-            freq = terms[g.members[0]].frequency
+            freq = terms[g.members[0]].band_frequency
             buckets.setdefault((key, wrapping, freq), []).append((source, g))
     for i, t in enumerate(terms):
         if not type(t).is_data:
@@ -664,7 +664,7 @@ def _share(terms: list[AbstractTerm], groups: list[SharedForward]):
         forward, wrapping = t.sharing()
         key = share_key(forward)
         if key is not None:
-            buckets.setdefault((key, wrapping, t.frequency), []).append(
+            buckets.setdefault((key, wrapping, t.band_frequency), []).append(
                 (raw_source(forward, i), None)
             )
     for (_, wrapping, _), sources in buckets.items():

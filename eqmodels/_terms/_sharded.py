@@ -264,7 +264,7 @@ class ShardedChi2(AbstractTermWrapper, AbstractSharded):
             check_vma=False,
         )(
             self.term,
-            planes_at(image, None if fwd is None else fwd.grid, self.frequency),
+            planes_at(image, None if fwd is None else fwd.grid, self.band_frequency),
         )
 
     def __call__(self, image: ImageLike) -> Scalar:
