@@ -574,3 +574,13 @@ def test_users_term_with_a_frequency_field():
     assert reg.frequency == 2.0 and reg.band_frequency is None
     obj = reg + em.SpectralL2(GRID)
     assert_allclose(obj(_model(i0, a, b)), 2 * i0.sum() + np.sum(a**2), rtol=1e-12)
+
+
+def test_multiband_polarimetric_bands():
+    d1, d2 = _band_data(213e9, 1), _band_data(229e9, 2)
+    mb = em.MultiBandData([_pol_data(d2), _pol_data(d1)])
+    assert mb.freqs == (213e9, 229e9)
+    assert "2 bands of PolVisData" in mb.summary()
+    assert all(isinstance(b, em.PolVisData) for b in mb.scan_average())
+    with pytest.raises(TypeError, match="mixes VisData and PolVisData"):
+        em.MultiBandData([d1, _pol_data(d2)])
