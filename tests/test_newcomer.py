@@ -209,7 +209,9 @@ def test_recipe_logs_every_stage_in_order():
     round's runs among all of them, and a compilation said for the rounds whose
     terms are new (round 1's amplitudes, round 2's visibilities) only."""
     lines = []
-    em.image_m87(em.example_uvfits(), iterations=1, restarts=1, log=lines.append)
+    em.image_m87(
+        em.example_uvfits(), npix=32, iterations=1, restarts=1, log=lines.append
+    )
     stages = [s for s in lines if s.startswith("[stage ")]
     assert [s.split("]")[0] for s in stages] == [f"[stage {k}/10" for k in range(1, 11)]
     rounds = [s for s in stages if "L-BFGS" in s]
