@@ -329,3 +329,49 @@ def test_cli_killed_while_writing_leaves_a_whole_file(tmp_path, point):
     np.testing.assert_array_equal(image, np.full(grid.shape, expected))
     others = {p.name for p in tmp_path.iterdir()} - {"m87.fits"}
     assert all(n.startswith(".tmp-") for n in others), others
+
+
+# ------------------------------------------------------------------ outputs ignored
+def test_example_and_default_outputs_are_ignored_by_git():
+    """What the command line, the examples and the docs' snippets write by default
+    in a checkout is ignored by git (so that a newcomer's `git status` stays
+    clean): the examples' default folder as the scripts name it."""
+    import shutil
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    walkthrough = (ROOT / "examples" / "m87_walkthrough.py").read_text()
+    assert 'OUTPUT = ROOT / "examples" / "output" / "m87_walkthrough.fits"' in (
+        walkthrough
+    )
+    paths = [
+        cli._DEFAULT_OUTPUT, "m87.png", "examples/output/m87_walkthrough.fits",
+        "examples/output/quickstart.png", "figures/survey.png", "copy.fits",
+        "images.png", "m87_scan_averaged.uvfits", "survey-m87/chunk_00000.npz",
+    ]  # fmt: skip
+    proc = subprocess.run(
+        ["git", "check-ignore", "--no-index", "-v", *paths],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    ignored = {line.split("\t")[-1] for line in proc.stdout.splitlines()}
+    assert ignored == set(paths), set(paths) - ignored
+    # ... and the package's own files are not.
+    proc = subprocess.run(
+        ["git", "check-ignore", "--no-index", "eqmodels/_cli.py", "docs/index.md"],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert proc.stdout == ""
+
+
+def test_closure_phase_residuals_take_an_image_array():
+    """From the docs' snippets: the residuals of an `(ny, nx)` image array with its
+    grid (the plot's annotation took one, the function's refused it) equal those
+    of the image model."""
+    data = em.load_uvfits(em.example_uvfits()).scan_average()
+    grid = em.ImageGrid.from_fov(16, 128.0)
+    model = em.GaussianImage(grid, 0.6, em.uas_to_rad(30.0), x0=em.uas_to_rad(5.0))
+    cp = em.closure_phases(data)
+    by_model = em.closure_phase_residuals(cp, model)
+    np.testing.assert_array_equal(
+        em.closure_phase_residuals(cp, model(), grid), by_model
+    )
