@@ -410,11 +410,12 @@ def _save_picture(args, image, grid, data) -> None:
     from ._units import uas_to_rad
 
     freqs = data.band_freqs
-    title = observation_title(data.source, data.mjd, freqs)
+    # Two lines (source and date; bands and frequency), to fit over the image.
+    title = observation_title(data.source, data.mjd, freqs).replace(", ", "\n", 1)
     beam = args.restore_beam
     if beam is not None:
         image = np.asarray(blur_image(image, grid, uas_to_rad(beam)))
-        title += f", restored ({beam:g} µas)"
+        title += f", {beam:g} µas beam"
     plot_image(
         image, grid, args.png, title=title, beam=beam,
         units="Tb" if args.tb else "Jy/uas2", freq=float(np.mean(freqs)),

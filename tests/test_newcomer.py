@@ -112,8 +112,8 @@ def test_cli_picture_title_beam_and_units(monkeypatch):
     (plain, plain_kw), (restored, restored_kw) = seen
     assert plain[0] is image and plain_kw["beam"] is None
     assert plain_kw["units"] == "Jy/uas2"
-    assert plain_kw["title"] == "M87 2017-04-11, lo+hi bands, 227.1+229.1 GHz"
-    assert restored_kw["title"].endswith(", restored (20 µas)")
+    assert plain_kw["title"] == "M87 2017-04-11\nlo+hi bands, 227.1+229.1 GHz"
+    assert restored_kw["title"] == plain_kw["title"] + ", 20 µas beam"
     assert restored_kw["beam"] == 20.0 and restored_kw["units"] == "Tb"
     assert restored_kw["freq"] == pytest.approx(228.07e9, rel=1e-12)
     blurred = np.asarray(em.blur_image(image, grid, em.uas_to_rad(20.0)))
