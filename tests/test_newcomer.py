@@ -296,21 +296,27 @@ def recipe(paths, *, npix, fov, log, **kw):
         atomic.os.replace = die
     elif point == "after":
         atomic._fsync_folder = die
+    elif point == "png":  # the FITS image written, the plot killed before its rename
+        replace = atomic.os.replace
+        atomic.os.replace = lambda a, b: die() if str(b).endswith(".png") else replace(a, b)
     return np.full(grid.shape, 2.0), {"grid": grid, "data": data}
 
 em.image_m87 = recipe
-cli.main(["image", "-o", out, "--overwrite", "--npix", "8", "--no-cache"])
+argv = ["image", "-o", out, "--overwrite", "--npix", "8", "--no-cache"]
+cli.main(argv + (["--png", out[:-5] + ".png"] if point == "png" else []))
 """
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("point", ["data", "rename", "after"])
+@pytest.mark.parametrize("point", ["data", "rename", "after", "png"])
 def test_cli_killed_while_writing_leaves_a_whole_file(tmp_path, point):
     """SIGKILL during the command line's write: the previous image intact, or the
-    new one complete (once renamed), never a partial file."""
+    new one complete (once renamed), never a partial file; the same for its plot
+    (killed after the image was written: the new image, the previous plot)."""
     path = tmp_path / "m87.fits"
     grid = em.ImageGrid.from_fov(8, 128.0)
     em.save_fits(np.full(grid.shape, 1.0), grid, path)
+    (tmp_path / "m87.png").write_bytes(b"the previous plot")
     env = {
         **os.environ,
         "JAX_PLATFORMS": "cpu",
@@ -325,10 +331,14 @@ def test_cli_killed_while_writing_leaves_a_whole_file(tmp_path, point):
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     image, back = em.load_fits(path)  # whole, never partial
     assert back.shape == grid.shape
-    expected = 2.0 if point == "after" else 1.0
+    expected = 2.0 if point in ("after", "png") else 1.0
     np.testing.assert_array_equal(image, np.full(grid.shape, expected))
-    others = {p.name for p in tmp_path.iterdir()} - {"m87.fits"}
+    assert (tmp_path / "m87.png").read_bytes() == b"the previous plot"
+    others = {p.name for p in tmp_path.iterdir()} - {"m87.fits", "m87.png"}
     assert all(n.startswith(".tmp-") for n in others), others
+    if point == "png":  # the plot's temporary file was whole: a PNG, rendered
+        (tmp,) = [p for p in tmp_path.iterdir() if p.name.endswith("-m87.png")]
+        assert tmp.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 # ------------------------------------------------------------------ outputs ignored
