@@ -18,6 +18,7 @@ How a page's snippets run (docs/index.md says so to the reader):
 
 The README's first snippet is checked further in tests/test_readme.py."""
 
+import contextlib
 import os
 import pathlib
 import re
@@ -69,6 +70,40 @@ CASES = [(page, i) for page in PAGES for i in range(len(snippets(page)))]
 _done: dict = {}  # (page, index) -> namespace after it, or the exception raised
 
 
+_CACHE_KEYS = (
+    "jax_compilation_cache_dir",
+    "jax_persistent_cache_enable_xla_caches",
+    "jax_persistent_cache_min_compile_time_secs",
+    "jax_persistent_cache_min_entry_size_bytes",
+)
+
+
+@contextlib.contextmanager
+def _process_state_kept(where: pathlib.Path):
+    """A snippet that turns JAX's persistent compilation cache on
+    (`em.enable_compilation_cache()`, docs/performance.md) does so in `where`, not
+    in the user's home, and not for the tests that run after it in this process."""
+    import jax
+
+    saved = {k: getattr(jax.config, k) for k in _CACHE_KEYS}
+    env = os.environ.get("EQMODELS_CACHE_DIR")
+    os.environ["EQMODELS_CACHE_DIR"] = str(where / "jax-cache")
+    try:
+        yield
+    finally:
+        if env is None:
+            del os.environ["EQMODELS_CACHE_DIR"]
+        else:
+            os.environ["EQMODELS_CACHE_DIR"] = env
+        changed = {k: v for k, v in saved.items() if getattr(jax.config, k) != v}
+        for key, value in changed.items():
+            jax.config.update(key, value)
+        if changed:
+            from jax._src import compilation_cache
+
+            compilation_cache.reset_cache()
+
+
 def _run(page, i, folder):
     if (page, i) in _done:
         return _done[(page, i)]
@@ -93,8 +128,9 @@ def _run(page, i, folder):
             cwd = os.getcwd()
             os.chdir(where)
             try:
-                code = compile(snippet["code"], f"{page}:{snippet['line']}", "exec")
-                exec(code, ns)
+                with _process_state_kept(where):
+                    code = compile(snippet["code"], f"{page}:{snippet['line']}", "exec")
+                    exec(code, ns)
             except Exception as e:  # noqa: BLE001 - kept for the later snippets
                 result = e
                 e.snippet = f"{page}:{snippet['line']}: {type(e).__name__}"
