@@ -14,7 +14,7 @@ How a page's snippets run (docs/index.md says so to the reader):
   written (a multi-host start, a process's device count set before JAX starts);
 - a snippet that is an excerpt of an example (`--8<-- "examples/x.py:section"`,
   pymdownx.snippets) is not run here: the examples run whole in
-  tests/test_examples.py.
+  tests/test_examples.py (neural_field.py in tests/test_image_models.py).
 
 The README's first snippet is checked further in tests/test_readme.py."""
 
@@ -59,7 +59,7 @@ def snippets(page: str) -> list[dict]:
         if page == "README.md" and not out:
             kind, reason = "skip", "run and checked in tests/test_readme.py"
         if all(s.strip().startswith("--8<--") for s in code.strip().splitlines()):
-            kind, reason = "skip", "an excerpt of an example (tests/test_examples.py)"
+            kind, reason = "skip", "an excerpt of an example, run whole in its test"
         out.append(
             {"line": before.count("\n") + 1, "code": code, "kind": kind, "why": reason}
         )

@@ -219,7 +219,10 @@ def test_recipe_logs_every_stage_in_order():
         "runs 1-2 of 8", "runs 3-4 of 8", "runs 5-6 of 8", "runs 7-8 of 8",
     ]  # fmt: skip
     assert ["compiling" in s for s in rounds] == [True, True, False, False]
-    # Each round's table rows come after its stage line.
+    # The table's header comes under round 1's stage line, over its rows; each
+    # round's rows come after its stage line.
+    header = lines[lines.index(rounds[0]) + 1]
+    assert header.split()[:3] == ["round", "run", "steps"], lines
     first_row = [i for i, s in enumerate(lines) if s.split()[:2] == ["2", "0"]]
     assert lines.index(rounds[1]) < first_row[0]
 

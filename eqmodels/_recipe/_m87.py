@@ -464,7 +464,6 @@ def image_m87(
     data0 = prepare_data(paths_or_data, zbl=zbl)  # eht-imaging's obs_sc_init
     _check_recipe_applies(data0, zbl_given=zbl_given, prior_given=prior_given)
     say(f"data: {data0.n_rows} scan-averaged rows, stations {data0.station_names}")
-    say(table_header())
     res = beam_from_uv(data0.u, data0.v)  # nominal resolution (1/longest baseline)
     prior = initial_image(grid, zbl, prior_fwhm)
     taper_fwhm = uas_to_rad(REVERSE_TAPER_UAS)
@@ -500,6 +499,7 @@ def image_m87(
         new_terms = r == 1 or weights.keys() != ROUNDS[r - 2].keys()
         progress.round(r, len(ROUNDS), compiles=new_terms)
         if r == 1:
+            say(table_header())  # over round 1's rows
             v0, terms0 = _report(objective, init)
             start = {"value": v0, "terms": terms0}
             row = {"round": 1, "run": "-", "steps": 0, "end": v0, "terms": terms0}
