@@ -1,5 +1,26 @@
 """eqmodels: differentiable forward models for interferometric imaging, as Equinox
-modules on JAX."""
+modules on JAX.
+
+Where to start:
+
+- The README's quick start: `python -m eqmodels image --png m87.png` images M87
+  (EHT 2017-04-10, the file the package ships, `eqmodels.example_uvfits()`) with the
+  published recipe; `python -m eqmodels --help` lists the options. Its "A first
+  look" snippet builds an objective and solves it in twenty lines.
+- The docs (`docs/*.md`, `mkdocs serve`): `index.md` (the pages, and the names
+  their snippets start from), `recipe.md` (from uvfits to an image), `data.md`,
+  `terms.md`, `objective.md`, `solvers.md`, `plots.md`, `extending.md`,
+  `errors.md`.
+- The main entry points: `load_uvfits` → `VisData` (and `closure_phases`,
+  `log_closure_amplitudes`, `amplitudes`); `ImageGrid`, `PixelImage`,
+  `GaussianImage`; the data terms `VisChi2`, `ClosurePhaseChi2`,
+  `LogClosureAmpChi2` (each `.from_data(products, grid)`); regularizers
+  `SimpleEntropy`, `TV`, `Flux`; `Objective` (or `w1 * term1 + w2 * term2`);
+  `solve`; `image_m87` (the published recipe); `plot_image`; `save_fits`.
+- `examples/` in a checkout: `quickstart.py`, `m87_walkthrough.py`, ...
+
+Every public name is in `eqmodels.__all__`, each with its own `help()`.
+"""
 
 import importlib.metadata as _metadata
 
