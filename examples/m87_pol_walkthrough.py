@@ -132,17 +132,15 @@ def main(argv=None):
     # The starting point: 10 % linear polarization, EVPA 0 everywhere.
     model = em.PolPixelImage.init(intensity, frac=0.1, evpa=0.0, circular=False)
     # What moves: the polarization leaf `pol`; Stokes I stays as it is.
-    pol_only = eqx.tree_at(
-        lambda m: m.pol, jax.tree.map(lambda _: False, model), True
-    )
+    pol_only = eqx.tree_at(lambda m: m.pol, jax.tree.map(lambda _: False, model), True)
     # --8<-- [end:stokes_i]
 
     # --8<-- [start:terms]
-    # 3. Data terms and regularizers, eht-imaging's: pvis (P = Q + iU), m (P / I,
-    # free of the stations' gain amplitudes), hw and ptv normalised by the flux
-    # and the nominal beam.
-    pvis = em.PolVisChi2.from_data(data, grid)
-    m = em.FracPolChi2.from_data(data, grid)
+    # 3. Data terms (through the exact SeparableFT) and regularizers,
+    # eht-imaging's: pvis (P = Q + iU), m (P / I, free of the stations' gain
+    # amplitudes), hw and ptv normalised by the flux and the nominal beam.
+    pvis = em.PolVisChi2.from_data(data, grid, forward="separable")
+    m = em.FracPolChi2.from_data(data, grid, forward="separable")
     beam = em.beam_from_uv(data.u, data.v)
     hw = em.HolographicEntropy(flux=flux, normalise=True)
     ptv = em.PolTV(grid, flux=flux, beam=beam, normalise=True)
@@ -215,7 +213,7 @@ def main(argv=None):
     if figures:
         # --8<-- [start:figures]
         ax = em.plot_polarization(
-            stokes, grid, beam=em.rad_to_uas(beam),
+            stokes, grid, beam=em.rad_to_uas(beam), m_range=(0.0, 0.5),
             title=f"{data.source} {data.mjd} (2017-04-11), Stokes I fixed",
         )  # fmt: skip
         figures.save(ax, "polarization")
