@@ -227,6 +227,8 @@ def test_dterms_errors():
         em.plot_dterms(DTERMS, stations="AA")
     with pytest.raises(ValueError, match="non-finite"):
         em.plot_dterms({"AA": (np.nan, 0.0)})
+    with pytest.raises(TypeError, match="legend"):  # the type checker, or ours
+        em.plot_dterms(DTERMS, legend="no")
 
 
 # ------------------------------------------------------------ pol residuals

@@ -5,6 +5,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .._gains._station_jones import StationJones
+from .._validation import check_flag
 from ._mpl import new_axes
 
 
@@ -83,6 +84,7 @@ def plot_dterms(
     and whose offsets are `(Re d, Im d)`.
     """
     table = dterm_table(dterms)
+    legend = check_flag("legend", legend)
     if stations is not None:
         if isinstance(stations, str):
             raise TypeError(
