@@ -31,6 +31,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 import equinox as eqx  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import eqmodels as em  # noqa: E402
@@ -78,6 +79,29 @@ class Figures:
         fig.savefig(path, dpi=dpi)
         plt.close(fig)
         self.saved.append(path)
+
+
+# --8<-- [start:prior]
+class StationDTermPrior(em.AbstractGainPrior):
+    """A Gaussian prior on the D-terms with one σ per station: `Σ |d|² / σ_s²`
+    (`DTermPrior` with a σ of each station's own). A tiny σ holds a station's
+    D-terms at 0."""
+
+    report_name = "dterm"
+    gains: em.StationJones
+    sigma: jnp.ndarray  # (n_stations,)
+
+    def __init__(self, jones, sigma):
+        self.gains = jones
+        self.sigma = jnp.asarray([sigma[s] for s in jones.station_names])
+
+    def gain_residuals(self, gains):
+        s = self.sigma[None, :, None]  # (intervals, stations, R/L)
+        return jnp.concatenate(
+            [(gains.d_real / s).reshape(-1), (gains.d_imag / s).reshape(-1)]
+        )
+
+    # --8<-- [end:prior]
 
 
 # --8<-- [start:summary]
@@ -168,8 +192,10 @@ def main(argv=None):
     # 5. Rounds 2 and 3: the image and the D-terms together. One D-term per
     # station and feed for the track; the release's files have the field
     # rotation removed (`field_rotation_corrected=True`). Gains stay at 1 (the
-    # file is self-calibrated); the D-terms have a 5 % Gaussian prior, weighed as
-    # the log-prior of the pvis likelihood.
+    # file is self-calibrated). The D-terms of the stations the zero-baseline
+    # calibration did not correct get a 5 % Gaussian prior; those it corrected
+    # are held at 0 (σ = 1e-4). The prior is weighed as the log-prior of the
+    # pvis likelihood.
     jones = em.StationJones.from_data(data, "track", "track",
                                       field_rotation_corrected=True)  # fmt: skip
     dterms_only = eqx.tree_at(
@@ -178,13 +204,14 @@ def main(argv=None):
         (True, True),
     )
     n_pvis = int(pvis.n_rows)
+    sigma = {s: 1e-4 if s in ZBL_CORRECTED else 0.05 for s in jones.station_names}
     for r, weights in (
         (2, {"pvis": 1.0, "m": 5.0, "hw": 1.0, "ptv": 10.0}),
         (3, {"pvis": 5.0, "m": 20.0, "hw": 1.0, "ptv": 30.0}),
     ):
         joint = objective(
             em.JonesCorrected(pvis, jones), em.JonesCorrected(m, jones), weights
-        ) + (weights["pvis"] / (2 * n_pvis)) * em.DTermPrior(jones, 0.05)
+        ) + (weights["pvis"] / (2 * n_pvis)) * StationDTermPrior(jones, sigma)
         t0 = time.perf_counter()
         sol = em.solve(
             em.WithGains(joint), (model, jones), max_steps=iterations,
