@@ -351,3 +351,34 @@ def test_pol_residual_plot_from_an_image():
         em.pol_residuals(data, np.zeros((5, 4), complex))
     with pytest.raises(TypeError, match="three matplotlib Axes"):
         em.plot_pol_residuals(data, model, axes=[fig.axes[0]])
+
+
+def test_pol_residuals_linear_feeds():
+    """Linear feeds: XX = I + Q, YY = I − Q, XY = U + iV, YX = U − iV; m̆ from
+    I = (XX + YY)/2, Q = (XX − YY)/2, U = (XY + YX)/2."""
+    rng = np.random.default_rng(4)
+    n = 6
+    model = np.stack(
+        [rng.uniform(0.3, 0.6, n) + 0j]
+        + [0.05 * (rng.normal(size=n) + 1j * rng.normal(size=n)) for _ in range(3)],
+        axis=1,
+    )
+    i, q, u, v = model.T
+    corr = np.stack([i + q, i - q, u + 1j * v, u - 1j * v], 1)
+    corr = corr + 0.01 * (rng.normal(size=(n, 4)) + 1j * rng.normal(size=(n, 4)))
+    sigma = np.full((n, 4), 0.01)
+    data = em.PolVisData(
+        rng.uniform(-4e9, 4e9, n), rng.uniform(-4e9, 4e9, n), corr, sigma,
+        np.repeat([0.0, 1.0], 3), np.array([0, 0, 1] * 2), np.array([1, 2, 2] * 2),
+        station_names=("AA", "AP", "SM"), freq=230e9, feeds=("linear",) * 3,
+    )  # fmt: skip
+    res = em.pol_residuals(data, model)
+    assert list(res["cross_names"]) == ["XY", "YX"]
+    c = corr
+    i_d = 0.5 * (c[:, 0] + c[:, 1])
+    p_d = 0.5 * (c[:, 0] - c[:, 1]) + 0.5j * (c[:, 2] + c[:, 3])
+    np.testing.assert_allclose(res["m_data"], p_d / i_d, rtol=1e-12)
+    np.testing.assert_allclose(res["m_model"], (q + 1j * u) / i, rtol=1e-12)
+    np.testing.assert_allclose(
+        res["cross_residual"][:, 0], (u + 1j * v - c[:, 2]) / 0.01, rtol=1e-10
+    )
