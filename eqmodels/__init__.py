@@ -108,10 +108,19 @@ from ._plot._closures import (
     closure_phase_residuals as closure_phase_residuals,
     plot_closure_phase_residuals as plot_closure_phase_residuals,
 )
+from ._plot._dterms import plot_dterms as plot_dterms
 from ._plot._image import (
     image_in_units as image_in_units,
     plot_image as plot_image,
     plot_images as plot_images,
+)
+from ._plot._pol_residuals import (
+    plot_pol_residuals as plot_pol_residuals,
+    pol_residuals as pol_residuals,
+)
+from ._plot._polarization import (
+    evpa_ticks as evpa_ticks,
+    plot_polarization as plot_polarization,
 )
 from ._plot._uv import plot_uv_coverage as plot_uv_coverage
 from ._regularizers._base import (
@@ -309,6 +318,7 @@ __all__ = [
     "EHT2017",
     "compiler_options",
     "enable_compilation_cache",
+    "evpa_ticks",
     "example_uvfits",
     "Flux",
     "FracPolChi2",
@@ -357,9 +367,13 @@ __all__ = [
     "PolSphericalImage",
     "plot_amplitudes",
     "plot_closure_phase_residuals",
+    "plot_dterms",
     "plot_image",
     "plot_images",
+    "plot_pol_residuals",
+    "plot_polarization",
     "plot_uv_coverage",
+    "pol_residuals",
     "PolVisData",
     "PolVisChi2",
     "PolEntropy",
