@@ -14,6 +14,12 @@ from astropy.utils.exceptions import AstropyUserWarning, AstropyWarning
 from .._validation import check_flag, file_path
 from ._field_rotation import MOUNT_CODES
 from ._polvisdata import CIRCULAR, LINEAR, PolVisData
+from ._uvfits_checks import (
+    describe_rows,
+    FREQ_TOLERANCE,
+    GEOMETRY_TOLERANCE,
+    geometry_mismatch,
+)
 from ._visdata import VisData
 
 
@@ -24,6 +30,10 @@ _STOKES.update({-5: "XX", -6: "YY", -7: "XY", -8: "YX"})
 
 class UVFITSError(ValueError):
     """A file that is not a readable uvfits visibility file."""
+
+
+class UVFITSWarning(UserWarning):
+    """Rows of a uvfits file dropped or suspect (corrupt bytes), named."""
 
 
 def load_uvfits(
@@ -125,6 +135,7 @@ def load_uvfits(
     # standard, a file shorter than its padding) either leaves the values readable
     # or ends in an error, whose message then gives astropy's first warning about
     # the file (not its deprecations, which are astropy's own business).
+    notes = []  # what the checks report about rows, warned once the file is read
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", AstropyWarning)
         try:
@@ -133,7 +144,7 @@ def load_uvfits(
             # caught by the finiteness and plausibility checks, so the flags are
             # not warnings.
             with np.errstate(invalid="ignore", over="ignore"), _open(path) as hdul:
-                parts = _read(hdul, path, check, full)
+                parts = _read(hdul, path, check, full, notes)
             # Inside the `try`: what VisData refuses (a header's OBSDEC of 1e21)
             # is this file's problem, and says so.
             if full:
@@ -161,6 +172,8 @@ def load_uvfits(
     for w in caught:  # the warnings that are not astropy's reading, as they were
         if not issubclass(w.category, AstropyWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    for note in notes:
+        warnings.warn(note, UVFITSWarning, stacklevel=2)
     return data
 
 
@@ -256,7 +269,8 @@ def _groups_data(primary) -> np.ndarray:
     return np.asarray(stored, np.float64) * scale + zero
 
 
-def _read(hdul, path, check=True, full=False) -> dict:
+def _read(hdul, path, check=True, full=False, notes=None) -> dict:
+    notes = [] if notes is None else notes
     primary = hdul[0]
     if not isinstance(primary, fits.GroupsHDU) or primary.header.get("GCOUNT") == 0:
         raise UVFITSError(
@@ -391,6 +405,20 @@ def _read(hdul, path, check=True, full=False) -> dict:
             "FREQ, else the FREQ axis' CRVAL) is not a radio frequency between "
             f"{MIN_FREQ_HZ:g} and {MAX_FREQ_HZ:g} Hz: the header is corrupt."
         )
+    axis_freq = _number(header, f"CRVAL{ctypes['FREQ']}")
+    if (
+        check
+        and axis_freq is not None
+        and math.isfinite(axis_freq)
+        and not abs(freq - axis_freq) <= FREQ_TOLERANCE * abs(axis_freq)
+    ):
+        raise UVFITSError(
+            f"{path!r}: the AIPS AN table's FREQ ({freq:.12g} Hz) and the data's "
+            f"frequency axis (CRVAL{ctypes['FREQ']} = {axis_freq:.12g} Hz) disagree: "
+            "one of them is corrupt, and u, v in wavelengths would be scaled by "
+            f"their ratio ({freq / axis_freq:.6g}); `check=False` loads it with the "
+            "AN table's."
+        )
     if "SOURCE" in parnames:
         ids = np.unique(par(["SOURCE"])[valid])
         if ids.size > 1:
@@ -475,6 +503,15 @@ def _read(hdul, path, check=True, full=False) -> dict:
             f"{xyz[i].tolist()} m, more than {MAX_STATION_RADIUS_M:g} m from the "
             "Earth's centre: the table is corrupt; `check=False` loads it unchecked."
         )
+    numbers, counts = np.unique(nosta, return_counts=True)
+    if np.any(counts > 1):
+        dup = [int(k) for k in numbers[counts > 1]]
+        who = [st_names[i] for i in range(len(nosta)) if int(nosta[i]) in dup]
+        raise UVFITSError(
+            f"{path!r}: the AIPS AN table gives antenna number(s) {dup} to more "
+            f"than one station ({who}): which station a row's BASELINE names is "
+            "ambiguous, the table is corrupt."
+        )
     lookup = {int(k): i for i, k in enumerate(nosta)}
     # Autocorrelations are dropped, but one naming an unknown antenna (a corrupt
     # BASELINE) must not vanish silently either.
@@ -488,6 +525,17 @@ def _read(hdul, path, check=True, full=False) -> dict:
     ant1 = np.array([lookup[int(a)] for a in a1[good]], np.int64)
     ant2 = np.array([lookup[int(a)] for a in a2[good]], np.int64)
 
+    # Degrees in [0, 360], as VisData takes them (a header may hold -10 for 350).
+    ra = _header_angle(header, ctypes, "OBSRA", "RA") % 360.0
+    dec = _header_angle(header, ctypes, "OBSDEC", "DEC")
+    rows = np.arange(n)
+    # Why each row not loaded was dropped, for the warning (rows the file itself
+    # flags, with no weight > 0, are its choice and are only counted).
+    dropped = [
+        ("a u, v, date, integration time or baseline that is not finite",
+         rows[valid & ~finite]),
+        ("an autocorrelation", rows[valid & finite & ~cross]),
+    ]
     if check:
         bad = implausible_rows(
             u[good], v[good], vis[good], sigma[good], jd[good], xyz, ant1, ant2, freq
@@ -501,26 +549,52 @@ def _read(hdul, path, check=True, full=False) -> dict:
                 "file is corrupt or its station table (AIPS AN) does not match; "
                 "`check=False` loads it unchecked."
             )
-        n_flagged += int(bad.sum())
-        keep = np.flatnonzero(good)[~bad]
+        idx = np.flatnonzero(good)
+        dropped.append(
+            (
+                f"implausible (|V| > {MAX_AMPLITUDE_JY:g} Jy, σ below "
+                f"{MIN_SIGMA_FRACTION:g} of the median, a date more than "
+                f"{MAX_DATE_SPREAD_DAYS:g} days from the median, or |(u, v)| "
+                "beyond the baseline's length)",
+                idx[bad],
+            )
+        )
+        keep = ~bad
+        # (A declination or right ascension no sky position has is VisData's
+        # to refuse, below.)
+        if "RDATE" in an_hdu.header and abs(dec) <= 90.0 and math.isfinite(ra):
+            off = _geometry_check(
+                path, u, v, jd, tint, freq, xyz, ant1, ant2, idx, keep, ra, dec,
+                st_names,
+            )
+            dropped.append(
+                (
+                    "u, v disagree with the geometry the file states (AN "
+                    "positions, source position, date)",
+                    idx[off],
+                )
+            )
+            keep &= ~off
+        n_flagged += int((~keep).sum())
         good = np.zeros_like(good)
-        good[keep] = True
-        ant1, ant2 = ant1[~bad], ant2[~bad]
+        good[idx[keep]] = True
+        ant1, ant2 = ant1[keep], ant2[keep]
+    lost = [(why, r) for why, r in dropped if r.size]
+    if lost:
+        total = sum(r.size for _, r in lost)
+        parts = "; ".join(
+            f"{r.size} {why} (rows {describe_rows(r)})" for why, r in lost
+        )
+        notes.append(
+            f"{path!r}: {total} of {n} rows dropped (counted in n_flagged; rows "
+            f"are the file's groups, from 0): {parts}."
+        )
 
     jd = jd[good]
     mjd = int(np.floor(np.min(jd) - 2400000.5))
     time = (jd - 2400000.5 - mjd) * 24.0
 
     # -- header metadata ----------------------------------------------------------
-    def header_angle(key, axis_name):
-        val = _number(header, key)
-        if val is None and axis_name in ctypes:
-            val = _number(header, f"CRVAL{ctypes[axis_name]}")
-        return float(val) if val is not None else 0.0
-
-    # Degrees in [0, 360], as VisData takes them (a header may hold -10 for 350).
-    ra = header_angle("OBSRA", "RA") % 360.0
-    dec = header_angle("OBSDEC", "DEC")
     source = str(header.get("OBJECT", "unknown")).strip() or "unknown"
     bandwidth = _bandwidth(hdul, path, header, ctypes, raw.shape[1], raw.shape[2])
 
@@ -570,6 +644,70 @@ def _read(hdul, path, check=True, full=False) -> dict:
         )
         | extra
     )
+
+
+def _header_angle(header, ctypes, key, axis_name) -> float:
+    """Header card `key` (degrees), else the CRVAL of axis `axis_name`, else 0."""
+    val = _number(header, key)
+    if val is None and axis_name in ctypes:
+        val = _number(header, f"CRVAL{ctypes[axis_name]}")
+    return float(val) if val is not None else 0.0
+
+
+def _geometry_check(
+    path, u, v, jd, tint, freq, xyz, ant1, ant2, idx, keep, ra, dec, st_names
+) -> np.ndarray:
+    """The rows (of `idx`, those still kept) whose u, v disagree with the file's
+    geometry (`geometry_mismatch`), to be dropped; or a `UVFITSError` when the
+    disagreement is the header's or a station's (most rows, or most of one
+    station's rows, disagree): a corrupt source position, date, u, v scaling or
+    station position, which no row can be trusted against."""
+    known = np.any(xyz != 0, axis=1)
+    judged = keep & known[ant1] & known[ant2]
+    off = np.zeros(idx.size, bool)
+    if not judged.any():
+        return off
+    j = np.flatnonzero(judged)
+    rows = idx[j]
+    with np.errstate(all="ignore"):
+        off[j] = geometry_mismatch(
+            u[rows] / freq,
+            v[rows] / freq,
+            jd[rows],
+            xyz[ant1[j]] - xyz[ant2[j]],
+            ra,
+            dec,
+            tint[rows],
+        )
+    n_off, n_judged = int(off.sum()), int(judged.sum())
+    if n_off == 0:
+        return off
+    rel, abs_m = GEOMETRY_TOLERANCE
+    how = (
+        f"beyond {rel:g} of the baseline + {abs_m:g} m; `check=False` loads "
+        "the file unchecked"
+    )
+    if 2 * n_off > n_judged:
+        raise UVFITSError(
+            f"{path!r}: the u, v of {n_off} of {n_judged} rows disagree with the "
+            "geometry the file states (the AIPS AN table's station positions, the "
+            "source position OBSRA/OBSDEC, the dates, and u, v in light-seconds "
+            f"through their PSCALn; {how}): one of these is corrupt, or the file's "
+            "u, v were not computed from them (a simulation with made-up "
+            "coordinates, or rows averaged over much longer than their INTTIM)."
+        )
+    for s in range(len(st_names)):
+        mine = judged & ((ant1 == s) | (ant2 == s))
+        bad_s = int((off & mine).sum())
+        if bad_s >= 3 and 2 * bad_s > int(mine.sum()):
+            raise UVFITSError(
+                f"{path!r}: the u, v of {bad_s} of {int(mine.sum())} rows of "
+                f"station {st_names[s]!r} disagree with the geometry the file "
+                f"states ({how}), while the other stations' agree: its "
+                f"position in the AIPS AN table ({xyz[s].tolist()} m) or its "
+                "antenna number (NOSTA) is corrupt."
+            )
+    return off
 
 
 def _feeds(an_hdu, basis) -> list[str]:
