@@ -19,6 +19,10 @@ from ._uvfits_checks import (
     FREQ_TOLERANCE,
     GEOMETRY_TOLERANCE,
     geometry_mismatch,
+    SIGMA_OUTLIER_FACTOR,
+    sigma_outliers,
+    tint_outliers,
+    twin_hands_differ,
 )
 from ._visdata import VisData
 
@@ -200,6 +204,7 @@ def _open(path: str) -> fits.HDUList:
                 "(no END card)."
             ) from None
         raise
+    _check_gcount(hdul, raw, path)
     last = len(hdul) - 1
     start, size = hdul.fileinfo(last)["datLoc"], hdul[last].size
     after = start + -(-size // _BLOCK) * _BLOCK  # where a next header would begin
@@ -223,6 +228,55 @@ def _open(path: str) -> fits.HDUList:
 
 
 _BLOCK = 2880  # FITS's block: headers and data units are padded to it
+
+
+def _check_gcount(hdul, raw: bytes, path: str):
+    """A `UVFITSError` when the primary header's group count (`GCOUNT`, with
+    `PCOUNT`, `BITPIX` and `NAXISn`) puts the end of the random groups elsewhere
+    than where the first extension (the AN table) begins: astropy then reads
+    too few groups and misses the tables, or reads the tables as groups."""
+    primary = hdul[0]
+    if not isinstance(primary, fits.GroupsHDU):
+        return
+    start = hdul.fileinfo(0)["datLoc"]
+    end = start + -(-primary.size // _BLOCK) * _BLOCK
+    first = raw.find(b"XTENSION=", start)
+    while first >= 0 and first % _BLOCK:
+        first = raw.find(b"XTENSION=", first + 1)
+    first = None if first < 0 else first
+    h = primary.header
+    count = int(h.get("GCOUNT", 1) or 1)
+    group = primary.size // max(count, 1)
+    if first is None or first == end:
+        # Within the data's last block: FITS pads with zero bytes, so a group
+        # left out (GCOUNT too small) leaves non-zero padding, and a group too
+        # many is one of zero bytes (no observation has a date of 0).
+        stop = start + primary.size
+        pad = raw[stop : min(end, len(raw))]
+        if pad.strip(b"\0"):
+            raise UVFITSError(
+                f"{path!r}: the {len(pad)} bytes of padding after the "
+                f"{count} groups the header's GCOUNT counts are not zero: GCOUNT "
+                "is smaller than the number of groups written, or the padding "
+                "is corrupt."
+            )
+        last = raw[stop - group : stop] if group else b"x"
+        if count > 0 and stop <= len(raw) and not last.strip(b"\0"):
+            raise UVFITSError(
+                f"{path!r}: the last of the {count} groups the header's GCOUNT "
+                "counts is all zero bytes (padding, not an observation): GCOUNT "
+                "is larger than the number of groups written."
+            )
+        return
+    low = max(first - _BLOCK + 1 - start, 0) // group if group else 0
+    high = (first - start) // group if group else 0
+    held = f"{high}" if low == high else f"{low + 1} to {high}"
+    raise UVFITSError(
+        f"{path!r}: the header's GCOUNT ({h.get('GCOUNT')} groups of {group} "
+        f"bytes) disagrees with the data: they end at byte {end}, but the first "
+        f"extension begins at byte {first}, after {held} groups. The header "
+        "(GCOUNT, PCOUNT, BITPIX or NAXISn) is corrupt."
+    )
 
 
 def _end_card(raw: bytes, start: int) -> int | None:
@@ -560,6 +614,19 @@ def _read(hdul, path, check=True, full=False, notes=None) -> dict:
             )
         )
         keep = ~bad
+        if len(hands) == 2:
+            differ = twin_hands_differ(raw, hands, ok_pol[0] & ok_pol[1])
+            if differ is not None:
+                twins = differ[idx] & keep
+                dropped.append(
+                    (
+                        f"whose two hands ({names[hands[0]]}, {names[hands[1]]}) "
+                        "differ, while every other row of this file holds the same "
+                        "values in both (Stokes I stored twice)",
+                        idx[twins],
+                    )
+                )
+                keep &= ~twins
         # (A declination or right ascension no sky position has is VisData's
         # to refuse, below.)
         if "RDATE" in an_hdu.header and abs(dec) <= 90.0 and math.isfinite(ra):
@@ -589,6 +656,31 @@ def _read(hdul, path, check=True, full=False, notes=None) -> dict:
             f"{path!r}: {total} of {n} rows dropped (counted in n_flagged; rows "
             f"are the file's groups, from 0): {parts}."
         )
+    if check:
+        rows_kept = np.flatnonzero(good)
+        pair = np.minimum(ant1, ant2) * 65536 + np.maximum(ant1, ant2)
+        suspect = [
+            (
+                f"a σ more than {SIGMA_OUTLIER_FACTOR:g}× from the median σ of "
+                "its baseline's neighbouring rows",
+                sigma_outliers(sigma[good], tint[good], pair, jd[good]),
+            ),
+            (
+                "an integration time (INTTIM) longer than 1.5 times the time to "
+                "its baseline's next row",
+                tint_outliers(tint[good], pair, jd[good]),
+            ),
+        ]
+        found = [(why, rows_kept[m]) for why, m in suspect if m.any()]
+        if found:
+            parts = "; ".join(
+                f"{r.size} with {why} (rows {describe_rows(r)})" for why, r in found
+            )
+            notes.append(
+                f"{path!r}: suspect rows, loaded as they are (corrupt bytes, or "
+                f"an unusual observation; rows are the file's groups, from 0): "
+                f"{parts}."
+            )
 
     jd = jd[good]
     mjd = int(np.floor(np.min(jd) - 2400000.5))
