@@ -19,6 +19,7 @@ from ._uvfits_checks import (
     FREQ_TOLERANCE,
     GEOMETRY_TOLERANCE,
     geometry_mismatch,
+    half_gaps,
     SIGMA_OUTLIER_FACTOR,
     sigma_outliers,
     tint_outliers,
@@ -467,8 +468,8 @@ def _read(hdul, path, check=True, full=False, notes=None) -> dict:
         and not abs(freq - axis_freq) <= FREQ_TOLERANCE * abs(axis_freq)
     ):
         raise UVFITSError(
-            f"{path!r}: the AIPS AN table's FREQ ({freq:.12g} Hz) and the data's "
-            f"frequency axis (CRVAL{ctypes['FREQ']} = {axis_freq:.12g} Hz) disagree: "
+            f"{path!r}: the AIPS AN table's FREQ ({freq:.15g} Hz) and the data's "
+            f"frequency axis (CRVAL{ctypes['FREQ']} = {axis_freq:.15g} Hz) disagree: "
             "one of them is corrupt, and u, v in wavelengths would be scaled by "
             f"their ratio ({freq / axis_freq:.6g}); `check=False` loads it with the "
             "AN table's."
@@ -761,6 +762,9 @@ def _geometry_check(
         return off
     j = np.flatnonzero(judged)
     rows = idx[j]
+    pair = np.minimum(ant1[j], ant2[j]) * 65536 + np.maximum(ant1[j], ant2[j])
+    # (The file's median: a row whose time is corrupt cannot widen its own.)
+    slack = np.maximum(np.nan_to_num(tint[rows]), np.median(half_gaps(pair, jd[rows])))
     with np.errstate(all="ignore"):
         off[j] = geometry_mismatch(
             u[rows] / freq,
@@ -769,7 +773,7 @@ def _geometry_check(
             xyz[ant1[j]] - xyz[ant2[j]],
             ra,
             dec,
-            tint[rows],
+            slack,
         )
     n_off, n_judged = int(off.sum()), int(judged.sum())
     if n_off == 0:
@@ -786,7 +790,7 @@ def _geometry_check(
             "source position OBSRA/OBSDEC, the dates, and u, v in light-seconds "
             f"through their PSCALn; {how}): one of these is corrupt, or the file's "
             "u, v were not computed from them (a simulation with made-up "
-            "coordinates, or rows averaged over much longer than their INTTIM)."
+            "coordinates)."
         )
     for s in range(len(st_names)):
         mine = judged & ((ant1 == s) | (ant2 == s))

@@ -33,16 +33,31 @@ _MJD0 = 2400000.5
 OMEGA_EARTH: float = 7.2921150e-5
 
 #: Relative and absolute (m) tolerance of `|(u, v)_file − (u, v)_geometry| c`:
-#: a row disagrees beyond `(rel + ω tint) |r1 − r2| + abs`, ω the Earth's
-#: rotation rate and `tint` the row's integration time (s): an averaged row (a
-#: scan or time average, whose `(u, v)` is the mean along the track and whose
-#: time need not be the mean time of the rows averaged) may be `ω tint` of the
-#: baseline off (7e-4 for a 10-s record, 2.6e-2 for a 6-minute scan average).
+#: a row disagrees beyond `(rel + ω T) |r1 − r2| + abs`, ω the Earth's
+#: rotation rate and `T` (s) the larger of the row's integration time and the
+#: file's median over rows of half the time to the nearer neighbouring row of the
+#: same baseline: an averaged row (a scan or
+#: time average, whose `(u, v)` is the mean along the track and whose time is
+#: its bin's, not the mean time of the records averaged) may be that far off
+#: (7e-4 of the baseline for a 10-s record, 2.2e-2 for 10-minute averages).
 GEOMETRY_TOLERANCE: tuple[float, float] = (2e-3, 20.0)
 
 #: Largest relative difference between the AN table's `FREQ` and the data's
 #: frequency axis (`CRVAL` of `FREQ`): equal in every public EHT file.
 FREQ_TOLERANCE: float = 1e-6
+
+
+def _grouped(baseline_key, order_key):
+    """Rows sorted by baseline, then `order_key`: `(order, start, size)`, each
+    sorted row's group start (in sorted positions) and group size."""
+    order = np.lexsort((order_key, baseline_key))
+    key = np.asarray(baseline_key)[order]
+    n = key.size
+    first = np.r_[True, key[1:] != key[:-1]] if n else np.zeros(0, bool)
+    starts = np.flatnonzero(first)
+    sizes = np.diff(np.r_[starts, n])
+    group = np.cumsum(first) - 1
+    return order, starts[group], sizes[group]
 
 
 def geometry_residual(u_s, v_s, jd, b_xyz, ra_deg, dec_deg) -> np.ndarray:
@@ -80,14 +95,30 @@ def geometry_residual(u_s, v_s, jd, b_xyz, ra_deg, dec_deg) -> np.ndarray:
     return np.minimum(best, np.hypot(u_m - u1, v_m - v1))
 
 
-def geometry_mismatch(u_s, v_s, jd, b_xyz, ra_deg, dec_deg, tint) -> np.ndarray:
+def half_gaps(baseline_key, jd) -> np.ndarray:
+    """Half the time (s) from each row to the nearer neighbouring row of its
+    baseline (0 for a baseline's only row)."""
+    order, start, size = _grouped(baseline_key, jd)
+    t = np.asarray(jd, np.float64)[order] * 86400.0
+    pos = np.arange(order.size) - start
+    gap = np.diff(t)
+    after = np.where(pos < size - 1, np.r_[gap, np.inf], np.inf)
+    before = np.where(pos > 0, np.r_[np.inf, gap], np.inf)
+    nearer = np.minimum(after, before)
+    out = np.zeros(order.size)
+    out[order] = np.where(np.isfinite(nearer), 0.5 * nearer, 0.0)
+    return out
+
+
+def geometry_mismatch(u_s, v_s, jd, b_xyz, ra_deg, dec_deg, slack_s) -> np.ndarray:
     """The rows whose `(u, v)` disagree with the geometry beyond
-    `GEOMETRY_TOLERANCE` (see `geometry_residual`); rows with a non-finite
-    residual disagree."""
+    `GEOMETRY_TOLERANCE` (see `geometry_residual`), `slack_s` the time `T` (s)
+    each row's time may be off its `(u, v)`; rows with a non-finite residual
+    disagree."""
     length = np.linalg.norm(b_xyz, axis=-1)
     rel, abs_m = GEOMETRY_TOLERANCE
     # A corrupt INTTIM cannot open the tolerance beyond a day's averaging.
-    t = np.clip(np.nan_to_num(np.asarray(tint, np.float64)), 0.0, 86400.0)
+    t = np.clip(np.nan_to_num(np.asarray(slack_s, np.float64)), 0.0, 86400.0)
     allowed = length * (rel + OMEGA_EARTH * t) + abs_m
     res = geometry_residual(u_s, v_s, jd, b_xyz, ra_deg, dec_deg)
     return ~(res <= allowed)
@@ -99,19 +130,6 @@ def geometry_mismatch(u_s, v_s, jd, b_xyz, ra_deg, dec_deg, tint) -> np.ndarray:
 #: (M87 2018-04-21 band 2), 16 (M87 2017-04-06 lo), 9 (the CASA files).
 SIGMA_OUTLIER_FACTOR: float = 50.0
 SIGMA_WINDOW: int = 5
-
-
-def _grouped(baseline_key, order_key):
-    """Rows sorted by baseline, then `order_key`: `(order, start, size)`, each
-    sorted row's group start (in sorted positions) and group size."""
-    order = np.lexsort((order_key, baseline_key))
-    key = np.asarray(baseline_key)[order]
-    n = key.size
-    first = np.r_[True, key[1:] != key[:-1]] if n else np.zeros(0, bool)
-    starts = np.flatnonzero(first)
-    sizes = np.diff(np.r_[starts, n])
-    group = np.cumsum(first) - 1
-    return order, starts[group], sizes[group]
 
 
 def sigma_outliers(sigma, tint, baseline_key, order_key) -> np.ndarray:
