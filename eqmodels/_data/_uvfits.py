@@ -177,8 +177,8 @@ def load_uvfits(
     for w in caught:  # the warnings that are not astropy's reading, as they were
         if not issubclass(w.category, AstropyWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    for note in notes:
-        warnings.warn(note, UVFITSWarning, stacklevel=2)
+    if notes:  # one warning: a caller expecting it sees all of it
+        warnings.warn(" ".join(notes), UVFITSWarning, stacklevel=2)
     return data
 
 
@@ -678,7 +678,8 @@ def _read(hdul, path, check=True, full=False, notes=None) -> dict:
                 f"{r.size} with {why} (rows {describe_rows(r)})" for why, r in found
             )
             notes.append(
-                f"{path!r}: suspect rows, loaded as they are (corrupt bytes, or "
+                ("Also " if notes else f"{path!r}: ")
+                + "suspect rows, loaded as they are (corrupt bytes, or "
                 f"an unusual observation; rows are the file's groups, from 0): "
                 f"{parts}."
             )
