@@ -29,8 +29,8 @@ import eqmodels as em
 from eqmodels._data._earth import baseline_uvw, gmst
 from eqmodels._data._uvfits import UVFITSWarning
 from eqmodels._data._uvfits_checks import (
-    GEOMETRY_TOLERANCE,
     geometry_residual,
+    GEOMETRY_TOLERANCE,
     OMEGA_EARTH,
     sigma_outliers,
     tint_outliers,
@@ -377,7 +377,9 @@ def test_made_up_coordinates_need_check_false(tmp_path):
     )
     path = tmp_path / "toy.uvfits"
     em.save_uvfits(data, path)
-    with pytest.raises(ValueError, match=r"toy.uvfits.*check=False.*made-up coordinates"):
+    with pytest.raises(
+        ValueError, match=r"toy.uvfits.*check=False.*made-up coordinates"
+    ):
         em.load_uvfits(path)
     assert em.load_uvfits(path, check=False).n_rows == n
 

@@ -17,8 +17,8 @@ from ._polvisdata import CIRCULAR, LINEAR, PolVisData
 from ._uvfits_checks import (
     describe_rows,
     FREQ_TOLERANCE,
-    GEOMETRY_TOLERANCE,
     geometry_mismatch,
+    GEOMETRY_TOLERANCE,
     half_gaps,
     SIGMA_OUTLIER_FACTOR,
     sigma_outliers,
@@ -68,6 +68,23 @@ def load_uvfits(
       if every row fails, or the `AIPS AN` table puts a station more than
       `MAX_STATION_RADIUS_M` (1e8 m) from the Earth's centre, the file is
       refused;
+    - with `check=True`, the file's geometry is held against itself (issue 41;
+      docs/data.md "What the reader checks"): each row's `u, v` against the
+      projected baseline from the AN table's station positions, the source
+      position and the row's date, where the AN table gives its `RDATE`
+      (`GEOMETRY_TOLERANCE`, measured on every public EHT file): a few rows
+      that disagree are dropped, most of one station's rows (its position or
+      number is corrupt) or of the file's (a corrupt source position, date or
+      u, v scale, or made-up coordinates) refuse the file; the AN table's
+      `FREQ` must equal the FREQ axis' `CRVAL`; in a file storing Stokes I
+      twice (RR = LL in 99 % of its rows) a row whose hands differ is dropped;
+      a σ 50× off its baseline's neighbours and an `INTTIM` longer than its
+      rows' spacing are reported;
+    - every row dropped, other than those the file flags itself (no weight
+      > 0), and every suspect row is named in one `UVFITSWarning` (a
+      `UserWarning`) with the count, the reason and the rows (the file's
+      groups, from 0); antenna numbers (`NOSTA`) must be unique and `GCOUNT`
+      must agree with the data (both also with `check=False`);
     - `u, v` (stored in light-seconds) times the reference frequency (the AN
       table's `FREQ`, else the FREQ axis) give wavelengths;
     - `time` in hours since 0 h UTC of `mjd = floor(min JD - 2400000.5)`;
@@ -90,8 +107,8 @@ def load_uvfits(
     **Arguments:**
 
     - `path`: the file.
-    - `check`: drop (and count) implausible rows, see above; `False` loads every
-      finite, weighted row as it is.
+    - `check`: drop (and count) implausible rows and check the geometry, see
+      above; `False` loads every finite, weighted row as it is.
     - `polarization`: `"I"` (default) for Stokes I as above; `"full"` for a
       [`eqmodels.PolVisData`][] with the four correlations of a correlation file
       (RR, LL, RL, LR or XX, YY, XY, YX), read as eht-imaging's
@@ -587,8 +604,10 @@ def _read(hdul, path, check=True, full=False, notes=None) -> dict:
     # Why each row not loaded was dropped, for the warning (rows the file itself
     # flags, with no weight > 0, are its choice and are only counted).
     dropped = [
-        ("a u, v, date, integration time or baseline that is not finite",
-         rows[valid & ~finite]),
+        (
+            "a u, v, date, integration time or baseline that is not finite",
+            rows[valid & ~finite],
+        ),
         ("an autocorrelation", rows[valid & finite & ~cross]),
     ]
     if check:
@@ -632,7 +651,19 @@ def _read(hdul, path, check=True, full=False, notes=None) -> dict:
         # to refuse, below.)
         if "RDATE" in an_hdu.header and abs(dec) <= 90.0 and math.isfinite(ra):
             off = _geometry_check(
-                path, u, v, jd, tint, freq, xyz, ant1, ant2, idx, keep, ra, dec,
+                path,
+                u,
+                v,
+                jd,
+                tint,
+                freq,
+                xyz,
+                ant1,
+                ant2,
+                idx,
+                keep,
+                ra,
+                dec,
                 st_names,
             )
             dropped.append(
