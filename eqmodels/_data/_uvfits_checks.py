@@ -146,19 +146,27 @@ def sigma_outliers(sigma, tint, baseline_key, order_key) -> np.ndarray:
     with np.errstate(all="ignore"):
         logs = np.log(sigma)
     order, start, size = _grouped(baseline_key, order_key)
+    ls = logs[order]
     pos = np.arange(order.size) - start
-    offsets = np.r_[np.arange(-k, 0), np.arange(1, k + 1)]
-    j = pos[:, None] + offsets[None, :]
-    j = np.abs(j)  # mirrored at the start
-    last = (size - 1)[:, None]
-    j = np.where(j > last, 2 * last - j, j)  # and at the end
+    # The 2k rows around each (sorted) row; near a baseline's first and last
+    # rows the window would reach another baseline's, so there the baseline's
+    # own rows are mirrored instead.
+    win = np.lib.stride_tricks.sliding_window_view(
+        np.pad(ls, k, mode="edge"), 2 * k + 1
+    )
+    nbrs = np.concatenate([win[:, :k], win[:, k + 1 :]], axis=1)
+    edge = (pos < k) | (pos > size - 1 - k)
+    if edge.any():
+        offsets = np.r_[np.arange(-k, 0), np.arange(1, k + 1)]
+        j = np.abs(pos[edge][:, None] + offsets[None, :])  # mirrored at the start
+        last = (size[edge] - 1)[:, None]
+        j = np.clip(np.where(j > last, 2 * last - j, j), 0, last)  # and the end
+        nbrs[edge] = ls[start[edge][:, None] + j]
     judged = size >= 2 * k + 1
-    j = np.clip(j, 0, last)
-    nbrs = logs[order][start[:, None] + j]
-    nbrs = np.partition(nbrs, [k - 1, k], axis=1)
+    nbrs.sort(axis=1)
     med = 0.5 * (nbrs[:, k - 1] + nbrs[:, k])
     out = np.zeros(sigma.shape, bool)
-    out[order] = judged & ~(np.abs(logs[order] - med) <= np.log(SIGMA_OUTLIER_FACTOR))
+    out[order] = judged & ~(np.abs(ls - med) <= np.log(SIGMA_OUTLIER_FACTOR))
     return out
 
 
