@@ -259,6 +259,20 @@ def test_a_row_whose_u_v_disagree_is_dropped_with_a_warning(tmp_path, ref):
     assert d.n_rows == N_ROWS - 2 and d.n_flagged == 2
 
 
+def test_full_polarization_reads_drop_the_same_rows(tmp_path):
+    """`polarization="full"` runs the same checks: the same row dropped and
+    named, and its Stokes I is `load_uvfits`'s row for row."""
+    raw = bytearray(RAW)
+    _set_f32(raw, _par(5, "UU"), -_f32(raw, _par(5, "UU")))
+    path = _write(tmp_path, raw)
+    with pytest.warns(UVFITSWarning, match=r"1 of 2367 rows dropped.*\(rows 5\)"):
+        full = em.load_uvfits(path, polarization="full")
+    with pytest.warns(UVFITSWarning, match=r"1 of 2367 rows dropped.*\(rows 5\)"):
+        stokes = em.load_uvfits(path)
+    assert full.n_flagged == stokes.n_flagged == 1
+    np.testing.assert_array_equal(np.asarray(full.stokes_i().u), np.asarray(stokes.u))
+
+
 def test_non_finite_and_autocorrelation_rows_are_named(tmp_path):
     raw = bytearray(RAW)
     _set_f32(raw, _par(3, "VV"), math.nan)
