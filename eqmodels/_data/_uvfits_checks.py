@@ -23,7 +23,7 @@ the largest absolute one.
 import erfa
 import numpy as np
 
-from ._earth import baseline_uvw, gmst
+from ._earth import gmst
 
 
 _C = 299792458.0
@@ -74,25 +74,37 @@ def geometry_residual(u_s, v_s, jd, b_xyz, ra_deg, dec_deg) -> np.ndarray:
     **Returns:** `(n,)` metres.
     """
     jd = np.asarray(jd, np.float64)
-    mjd = np.floor(jd - _MJD0)
-    hours = (jd - _MJD0 - mjd) * 24.0
+    # The sidereal time and its sines once per timestamp (rows share them).
+    times, inverse = np.unique(jd, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    mjd = np.floor(times - _MJD0)
+    hours = (times - _MJD0 - mjd) * 24.0
     g = gmst(mjd, hours)
     ra, dec = np.deg2rad(ra_deg), np.deg2rad(dec_deg)
     u_m, v_m = np.asarray(u_s) * _C, np.asarray(v_s) * _C
+    b = np.asarray(b_xyz, np.float64)
+    bx, by, bz = b[..., 0], b[..., 1], b[..., 2]
+
+    def distance(hour_angle, d):
+        # Thompson, Moran & Swenson eq. 4.1 (`baseline_uvw`), per timestamp.
+        sh, ch = np.sin(hour_angle)[inverse], np.cos(hour_angle)[inverse]
+        sd, cd = np.sin(d), np.cos(d)
+        u = sh * bx + ch * by
+        v = -sd * ch * bx + sd * sh * by + cd * bz
+        return np.hypot(u_m - u, v_m - v)
+
     # J2000 with the mean sidereal time.
-    u0, v0, _ = baseline_uvw(b_xyz, g - ra, dec)
-    best = np.hypot(u_m - u0, v_m - v0)
+    best = distance(g - ra, dec)
     # Of date: the direction precessed and nutated to the median date, with the
     # apparent sidereal time (the equation of the equinoxes added).
-    day = float(np.median(mjd + hours / 24.0))
+    day = float(np.median(jd - _MJD0)) if jd.size else 0.0
     rnpb = erfa.pnm06a(_MJD0, day)
     s = rnpb @ np.array(
         [np.cos(dec) * np.cos(ra), np.cos(dec) * np.sin(ra), np.sin(dec)]
     )
     ra_d, dec_d = np.arctan2(s[1], s[0]), np.arcsin(np.clip(s[2], -1.0, 1.0))
     ee = erfa.ee06a(_MJD0, day)
-    u1, v1, _ = baseline_uvw(b_xyz, g + ee - ra_d, dec_d)
-    return np.minimum(best, np.hypot(u_m - u1, v_m - v1))
+    return np.minimum(best, distance(g + ee - ra_d, dec_d))
 
 
 def half_gaps(baseline_key, jd) -> np.ndarray:
