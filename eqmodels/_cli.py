@@ -392,6 +392,7 @@ def _image_pol(args, t0) -> int:
             fast=args.fast,
             log=log,
             **({} if args.zbl is None else {"zbl": args.zbl}),
+            **_source_settings(args),
         )
     grid, data = report["grid"], report["stokes_i"]["data"]
     em.save_fits(stokes, grid, args.output, overwrite=args.overwrite, data=data)

@@ -423,6 +423,7 @@ def image_m87_pol(
     restarts: int | None = None,
     fast: bool = False,
     zbl: float | None = None,
+    prior_fwhm: float | None = None,
     forward: str = "separable",
     log=None,
 ):
@@ -445,6 +446,7 @@ def image_m87_pol(
     - `fast`: the Stokes I recipe's `fast` settings and 50 L-BFGS steps per
       polarimetric round instead of 200 (for CI and demos).
     - `zbl`: the compact flux (Jy; `None`: M87's 0.6).
+    - `prior_fwhm`: the Stokes I recipe's prior size (µas; `None`: M87's 40).
     - `forward`: the forward model of the data terms.
     - `log`: a callable taking one line of progress (e.g. `print`), or `None`.
 
@@ -480,7 +482,8 @@ def image_m87_pol(
     say("Stokes I: the published 2017 M87 recipe on the bands' Stokes I")
     image_i, rep_i = image_m87(
         [d.stokes_i() for d in raw], npix=npix, fov=fov, iterations=iterations,
-        restarts=restarts, fast=fast, zbl=zbl, forward=forward, log=log,
+        restarts=restarts, fast=fast, zbl=zbl, prior_fwhm=prior_fwhm,
+        forward=forward, log=log,
     )  # fmt: skip
     grid = rep_i["grid"]
     data = prepare_pol_data(*raw, zbl=zbl_used)
