@@ -26,6 +26,29 @@ def is_concrete(x) -> bool:
     return not isinstance(x, jax.core.Tracer)
 
 
+def refuse_nonfinite_image(name: str, image, who: str) -> None:
+    """Refuse a concrete image with NaN or infinite pixels (`who` names what was
+    given it): every visibility, and so the whole objective, would be NaN. A traced
+    image is not looked at (no check inside `jit`: turn on JAX's
+    `jax_debug_nans` / `jax_debug_infs` to find the first NaN there, see
+    docs/errors.md)."""
+    if not is_concrete(image):
+        return
+    arr = np.asarray(image)
+    if not np.issubdtype(arr.dtype, np.inexact):
+        return
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        n_nan = int(np.isnan(arr).sum())
+        n_inf = int(bad.sum()) - n_nan
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"`{name}` given to {who} has {n_nan} NaN and {n_inf} infinite "
+            f"pixel(s) (the first at index {first}): every visibility would be NaN. "
+            "Replace them (`np.nan_to_num(image)`) or find where they come from."
+        )
+
+
 def resolve_float_dtype(dtype, *arrays) -> np.dtype:
     """The floating dtype a model computes in.
 

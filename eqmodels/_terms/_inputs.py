@@ -12,6 +12,7 @@ from .._forward._base import AbstractForwardModel
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
 from .._numerics import asarray
+from .._validation import refuse_nonfinite_image
 
 
 ImageLike: TypeAlias = (
@@ -77,6 +78,7 @@ def as_planes(
             "(~1e-11 rad) and the terms' constants underflow in half precision. "
             "Cast it first (`image.astype(jnp.float32)`)."
         )
+    refuse_nonfinite_image("image", arr, "a term")
     return arr
 
 

@@ -1,0 +1,165 @@
+"""Issue 41, items 4 and 5 (the rest): no silent semantics, and opaque errors
+made clear. Each case failed (silently, or with a message naming nothing) before."""
+
+import warnings
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import eqmodels as em
+
+from .unchecked import unchecked_error
+
+
+GRID = em.ImageGrid.from_fov(16, 128.0)
+
+
+def _points(n=12, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-2e9, 2e9, (2, n))
+
+
+# ------------------------------------------------------------------ item 5
+# Without the suite's type checker (as users run): a string was refused by
+# Python's "can't multiply sequence by non-int of type 'float'".
+_STRINGS = {
+    "uas_to_rad": unchecked_error("em.uas_to_rad('40')", "TypeError"),
+    "rad_to_uas": unchecked_error("em.rad_to_uas('1e-10')", "TypeError"),
+    "mixed": unchecked_error("em.uas_to_rad([40.0, 'x'])", "TypeError"),
+}
+
+
+def test_uas_to_rad_refuses_strings_and_takes_lists(unchecked):
+    assert (
+        "`uas_to_rad` takes a number or an array of angles in µas, got the "
+        "string '40': convert it first (`uas_to_rad(float(x))`)"
+        in unchecked[_STRINGS["uas_to_rad"]]
+    )
+    assert "got the string '1e-10'" in unchecked[_STRINGS["rad_to_uas"]]
+    assert "not all numbers" in unchecked[_STRINGS["mixed"]]
+    out = em.uas_to_rad([40.0, 50.0])
+    np.testing.assert_allclose(out, np.array([40.0, 50.0]) * np.pi / 180 / 3600 / 1e6)
+    np.testing.assert_allclose(em.rad_to_uas((out[0],)), [40.0], rtol=1e-14)
+
+
+def test_forward_model_takes_an_image_model():
+    u, v = _points()
+    model = em.GaussianImage(GRID, 1.0, em.uas_to_rad(40.0))
+    for fwd in (em.DirectFT(GRID, u, v), em.SeparableFT(GRID, u, v)):
+        np.testing.assert_array_equal(np.asarray(fwd(model)), np.asarray(fwd(model())))
+        jitted = jax.jit(lambda m, f=fwd: f(m))(model)
+        np.testing.assert_allclose(jitted, fwd(model()), rtol=1e-12)
+    other = em.GaussianImage(em.ImageGrid.from_fov(8, 128.0), 1.0, em.uas_to_rad(40.0))
+    with pytest.raises(ValueError, match="build the image model on the forward"):
+        em.DirectFT(GRID, u, v)(other)
+
+
+def test_nonfinite_image_is_refused_outside_jit():
+    u, v = _points()
+    fwd = em.DirectFT(GRID, u, v)
+    image = np.ones(GRID.shape)
+    image[2, 3] = np.nan
+    image[4, 5] = np.inf
+    image = jnp.asarray(image)
+    with pytest.raises(ValueError, match=r"1 NaN and 1 infinite pixel.*\(2, 3\)"):
+        fwd(image)
+    with pytest.raises(ValueError, match="given to SeparableFT has 1 NaN"):
+        em.SeparableFT(GRID, u, v)(image)
+    term = em.VisChi2(fwd, np.ones(u.shape) + 0j, np.ones(u.shape))
+    with pytest.raises(ValueError, match="given to a term has 1 NaN"):
+        term(image)
+    with pytest.raises(ValueError, match="given to a term has 1 NaN"):
+        em.TSV(GRID)(image)
+    # Under `jit` no check by default (a NaN comes out) ...
+    assert np.isnan(float(eqx.filter_jit(term)(image)))
+    # ... and JAX's own opt-in check finds it (docs/errors.md).
+    with jax.debug_nans(True):
+        with pytest.raises(FloatingPointError):
+            eqx.filter_jit(term)(jnp.where(jnp.isinf(image), 1.0, image))
+
+
+_VECTOR = unchecked_error(
+    "em.solve(lambda m: m**2, jnp.ones(3), max_steps=2)",
+    "TypeError",
+    setup="import jax.numpy as jnp",
+)
+
+
+def test_solve_refuses_an_objective_returning_a_vector(unchecked):
+    # Was JAX's "Gradient only defined for scalar-output functions".
+    assert "`objective` returned an array of shape (3,), not a scalar" in (
+        unchecked[_VECTOR]
+    )
+
+
+def test_observe_refuses_a_built_forward_model():
+    array = em.EHT2017
+    fwd = em.DirectFT(GRID, *_points())
+    with pytest.raises(TypeError, match="`forward` is a built DirectFT"):
+        em.observe(
+            np.ones(GRID.shape),
+            GRID,
+            array,
+            ra=187.7,
+            dec=12.4,
+            times=[1.0, 2.0],
+            forward=fwd,
+        )
+
+
+# ----------------------------------------------------------------- item 4
+def _amplitude_fit():
+    grid = em.ImageGrid.from_fov(32, 200.0)
+    rng = np.random.default_rng(0)
+    u, v = rng.uniform(-8e9, 8e9, (2, 60))
+    fwd = em.DirectFT(grid, u, v)
+    true = em.GaussianImage(grid, 1.0, em.uas_to_rad(40.0), x0=em.uas_to_rad(5.0))
+    amp = np.abs(np.asarray(fwd(true)))
+    term = em.AmpChi2(fwd, amp, np.full(60, 0.01))
+    start = em.GaussianImage(grid, 0.8, em.uas_to_rad(30.0), x0=em.uas_to_rad(1.0))
+    return term, start, fwd, amp
+
+
+def test_least_squares_reports_directions_the_data_do_not_constrain():
+    """Issue 41: a Gaussian's position fitted to amplitudes alone 'converged'
+    (`gtol`) hundreds of radians away. Amplitudes do not see the position (nor a
+    circular Gaussian's position angle): the solve says so."""
+    term, start, fwd, amp = _amplitude_fit()
+    with pytest.warns(UserWarning, match=r"do not constrain .* mostly along .*y0"):
+        sol = em.solve(em.Objective([term]), start, "gauss-newton", max_steps=50)
+    assert sol.reason in ("gtol", "ftol")  # the stopping test holds ...
+    assert not bool(sol.converged)  # ... but convergence is not claimed
+    assert int(sol.stats["null_directions"]) >= 1
+    assert int(sol.stats["rank"]) + int(sol.stats["null_directions"]) == 6
+    # Against numpy: the rank of the final Jacobian, numpy's default tolerance.
+    _, jac = em.residual_jacobian(em.Objective([term]), sol.model)
+    assert int(sol.stats["rank"]) == np.linalg.matrix_rank(np.asarray(jac))
+    # The parameters flagged: `ravel_pytree` order of the Gaussian's leaves.
+    flags = dict(
+        zip(
+            ("flux", "fwhm_major", "fwhm_minor", "angle", "x0", "y0"),
+            np.asarray(sol.stats["unconstrained"]).tolist(),
+        )
+    )
+    assert flags["y0"] and flags["angle"] and not flags["flux"]
+    # Fitting what the amplitudes constrain (flux and size) is claimed converged.
+    only = jax.tree.map(lambda _: False, start)
+    only = jax.tree_util.tree_map(lambda x: x, only)
+
+    only = eqx.tree_at(lambda m: (m.flux, m.fwhm_major), only, (True, True))
+    only = eqx.tree_at(lambda m: m.grid, only, replace_fn=lambda _: False)
+    circ = em.GaussianImage(fwd.grid, 0.8, em.uas_to_rad(30.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        good = em.solve(
+            em.Objective([term]),
+            circ,
+            "levenberg-marquardt",
+            max_steps=100,
+            params=only,
+        )
+    assert bool(good.converged), good.reason
+    assert int(good.stats["null_directions"]) == 0
