@@ -26,6 +26,33 @@ def is_concrete(x) -> bool:
     return not isinstance(x, jax.core.Tracer)
 
 
+#: Julian dates of 1800-01-01 and 2200-01-01: a "modified Julian date" in this
+#: range is a Julian date (MJD = JD − 2400000.5).
+_JD_RANGE = (2378496.5, 2524593.5)
+#: Modified Julian dates of 1800-01-01 and 2200-01-01 (what a date in seconds
+#: since MJD 0, divided by 86400, should fall in).
+_MJD_RANGE = (-21504.0, 124593.0)
+
+
+def refuse_julian_date(name: str, mjd) -> None:
+    """Refuse a modified Julian date that is a Julian date (2457854.5, not
+    57854.0) or a time in seconds since MJD 0 (57854 × 86400), stating the
+    conversion; any other value passes (the caller checks its own range)."""
+    if not is_concrete(mjd):
+        return
+    value = float(np.asarray(mjd))
+    if _JD_RANGE[0] <= value <= _JD_RANGE[1]:
+        raise ValueError(
+            f"`{name}`={mjd!r} looks like a Julian date, not a modified Julian "
+            f"date: MJD = JD − 2400000.5 = {value - 2400000.5:.10g}."
+        )
+    if value > _JD_RANGE[1] and _MJD_RANGE[0] <= value / 86400.0 <= _MJD_RANGE[1]:
+        raise ValueError(
+            f"`{name}`={mjd!r} looks like seconds since MJD 0, not days: "
+            f"MJD = seconds / 86400 = {value / 86400.0:.10g}."
+        )
+
+
 def refuse_nonfinite_image(name: str, image, who: str) -> None:
     """Refuse a concrete image with NaN or infinite pixels (`who` names what was
     given it): every visibility, and so the whole objective, would be NaN. A traced

@@ -90,8 +90,9 @@ _VECTOR = unchecked_error(
 
 def test_solve_refuses_an_objective_returning_a_vector(unchecked):
     # Was JAX's "Gradient only defined for scalar-output functions".
-    assert "`objective` returned an array of shape (3,), not a scalar" in (
-        unchecked[_VECTOR]
+    assert (
+        "`objective` returned an array of shape (3,), not a scalar"
+        in (unchecked[_VECTOR])
     )
 
 
@@ -163,3 +164,74 @@ def test_least_squares_reports_directions_the_data_do_not_constrain():
         )
     assert bool(good.converged), good.reason
     assert int(good.stats["null_directions"]) == 0
+
+
+def test_gains_are_not_applied_outside_their_time_range():
+    """Gains of one night applied to another night (or year) took the nearest
+    interval's values silently; `extrapolate=True` still does, on purpose."""
+    from tests.problems.gains import random_gains, synthetic
+
+    d = synthetic()
+    g = random_gains(d)
+    g.calibrate(d)  # the data they were solved on
+    for later in (1, 365):  # another day, another year
+        other = d.replace(mjd=d.mjd + later)
+        with pytest.raises(ValueError, match=r"h after these gains' intervals .*MJD"):
+            g.calibrate(other)
+        with pytest.raises(ValueError, match="pass `extrapolate=True`"):
+            g.corrupt(other)
+        with pytest.raises(ValueError, match="after these gains' intervals"):
+            g.at(other)
+        carried = g.calibrate(other, extrapolate=True)
+        assert np.all(np.isfinite(np.asarray(carried.vis)))
+    # Within the limit (1 h beyond the last interval): carried as before.
+    t = np.asarray(d.time)
+    shifted = d.replace(time=t + 0.5)
+    g.at(shifted)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda mjd: em.uv_tracks(
+            em.EHT2017, ra=187.7, dec=12.4, freq=230e9, mjd=mjd, times=[1.0, 2.0]
+        ),
+        lambda mjd: em.observe(
+            np.ones(GRID.shape),
+            GRID,
+            em.EHT2017,
+            ra=187.7,
+            dec=12.4,
+            mjd=mjd,
+            times=[1.0, 2.0],
+            add_noise=False,
+        ),
+    ],
+)
+def test_julian_dates_are_refused_as_mjd(call):
+    with pytest.raises(
+        ValueError,
+        match=r"`mjd`=2457854 looks like a Julian date.*"
+        r"MJD = JD − 2400000.5 = 57853.5",
+    ):
+        call(2457854)
+    with pytest.raises(ValueError, match=r"looks like seconds since MJD 0.*= 57854"):
+        call(57854 * 86400)
+
+
+def test_julian_dates_are_refused_by_visdata_gains_and_save_fits(tmp_path):
+    from tests.problems.gains import random_gains, synthetic
+
+    d = synthetic()
+    with pytest.raises(ValueError, match="looks like a Julian date"):
+        d.replace(mjd=2400000 + d.mjd)
+    g = random_gains(d)
+    with pytest.raises(ValueError, match="`mjd`=.* looks like a Julian date"):
+        em.StationGains(
+            g.log_amp, g.phase, g.slot_interval, g.bounds, g.station_names, mjd=2457854
+        )
+    image = np.ones(GRID.shape)
+    with pytest.raises(ValueError, match=r"`mjd`=2457854.5 .* = 57854\.$"):
+        em.save_fits(image, GRID, tmp_path / "a.fits", freq=230e9, mjd=2457854.5)
+    assert not (tmp_path / "a.fits").exists()
+    em.save_fits(image, GRID, tmp_path / "a.fits", freq=230e9, mjd=57854.25)

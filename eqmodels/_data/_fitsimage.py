@@ -12,7 +12,12 @@ from .._atomic import atomic_path
 from .._custom_types import RealScalar
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
-from .._validation import check_flag, file_path, positive_number
+from .._validation import (
+    check_flag,
+    file_path,
+    positive_number,
+    refuse_julian_date,
+)
 from ._visdata import check_ra_dec, check_visdata, VisData
 
 
@@ -115,6 +120,7 @@ def save_fits(
         # A modified Julian date: a `VisData.mjd`, plus the time of day / 24 if
         # wanted.
         mjd = positive_number("mjd", mjd, allow_zero=True)
+        refuse_julian_date("mjd", mjd)
     if not isinstance(source, str):
         raise TypeError(f"`source` must be a string (the OBJECT name), got {source!r}.")
     overwrite = check_flag("overwrite", overwrite)

@@ -11,7 +11,7 @@ from jaxtyping import Array, ArrayLike, Complex, Float, Int
 
 from .._custom_types import RealScalar
 from .._numerics import asarray
-from .._validation import host_real
+from .._validation import host_real, refuse_julian_date
 from ._averaging import find_scans as find_scans, scan_average, time_average
 from ._table import (
     AbstractVisTable,
@@ -595,6 +595,7 @@ def check_row_metadata(
         )
     if not isinstance(mjd, int | np.integer):
         raise TypeError(f"`mjd` must be an integer day, got {mjd!r}.")
+    refuse_julian_date("mjd", mjd)
     if mjd < 0:
         raise ValueError(
             f"`mjd` must be a modified Julian day >= 0 (1858-11-17 or later), got "

@@ -251,7 +251,7 @@ def selfcal_per_band(data: VisData, image, grid, *, fit_on=None, **kwargs) -> Vi
     """
     fit_on = data if fit_on is None else fit_on
     _, gains = self_calibrate(fit_on, image, grid=grid, interval="timestamp", **kwargs)
-    return gains.calibrate(data, bands="any")
+    return gains.calibrate(data, bands="any", extrapolate=True)
 
 
 # ------------------------------------------------------------------ objectives
