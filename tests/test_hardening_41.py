@@ -235,3 +235,16 @@ def test_julian_dates_are_refused_by_visdata_gains_and_save_fits(tmp_path):
         em.save_fits(image, GRID, tmp_path / "a.fits", freq=230e9, mjd=2457854.5)
     assert not (tmp_path / "a.fits").exists()
     em.save_fits(image, GRID, tmp_path / "a.fits", freq=230e9, mjd=57854.25)
+
+
+def test_load_fits_names_the_file_of_degree_sized_pixels(tmp_path):
+    from astropy.io import fits
+
+    path = tmp_path / "deg.fits"
+    hdu = fits.PrimaryHDU(np.ones((8, 8)))
+    hdu.header["CDELT1"] = -0.5  # degrees: half a degree per pixel
+    hdu.header["CDELT2"] = 0.5
+    hdu.header["BUNIT"] = "JY/PIXEL"
+    hdu.writeto(path)
+    with pytest.raises(ValueError, match=r"deg.fits'?: pixels of 0.5 degrees"):
+        em.load_fits(path)

@@ -280,7 +280,15 @@ def load_fits(
     data = data * _to_jy_per_pixel(header, psize, path)
     img = data[::-1, :] if d2 > 0 else data
     img = img[:, ::-1] if d1 > 0 else img
-    grid = ImageGrid(img.shape[0], img.shape[1], psize)
+    try:
+        grid = ImageGrid(img.shape[0], img.shape[1], psize)
+    except ValueError as e:
+        # ImageGrid's message speaks of an argument the reader never saw.
+        raise ValueError(
+            f"{path!r}: pixels of {math.degrees(psize):.6g} degrees "
+            f"({psize:.6g} rad; CDELT1/CDELT2 in degrees) are not an image eqmodels "
+            f"can place ({e}) Check the header's CDELT1/CDELT2 (degrees) and CUNIT."
+        ) from None
     if metadata:
         return np.ascontiguousarray(img), grid, _metadata(header, path)
     return np.ascontiguousarray(img), grid

@@ -358,7 +358,7 @@ class StationGains(AbstractGains):
           [`eqmodels.image_m87`][] reproduces), or to carry one band's gains to
           the other on purpose.
         - `extrapolate`: `False` (default): a timestamp of `data` more than
-          `EXTRAPOLATE_LIMIT_H` (1 h) before the first interval or after the
+          1 h before the first interval or after the
           last (another day, another year: counted from the gains' `mjd`) is an
           error, since those gains did not calibrate it. `True`: take the
           nearest interval all the same (eht-imaging's `extrapolate=True`).
