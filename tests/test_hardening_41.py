@@ -248,3 +248,25 @@ def test_load_fits_names_the_file_of_degree_sized_pixels(tmp_path):
     hdu.writeto(path)
     with pytest.raises(ValueError, match=r"deg.fits'?: pixels of 0.5 degrees"):
         em.load_fits(path)
+
+
+def test_zbl_far_from_the_data_zero_baseline_flux_is_refused(tmp_path, capsys):
+    """`zbl` in mJy (600 for 0.6 Jy) rescaled every intra-site row 500-fold."""
+    from eqmodels._cli import main
+    from eqmodels._recipe._m87 import prepare_data
+
+    path = em.example_uvfits()
+    ok = prepare_data(path, zbl=0.6)  # M87's: about half the total
+    with pytest.raises(ValueError, match=r"`zbl`=600 Jy is .* times the data's zero"):
+        em.image_m87(path, zbl=600.0, fast=True)
+    with pytest.raises(ValueError, match="more than a factor 10 away"):
+        prepare_data(path, zbl=0.001)
+    # Asked for: taken, and the short baselines scaled to it.
+    forced = prepare_data(path, zbl=600.0, check_zbl=False)
+    short = np.asarray(ok.uvdist) < 0.1e9
+    ratio = np.abs(np.asarray(forced.vis))[short] / np.abs(np.asarray(ok.vis))[short]
+    np.testing.assert_allclose(ratio, 1000.0, rtol=1e-9)
+    out = str(tmp_path / "a.fits")
+    assert main(["image", str(path), "-o", out, "--zbl", "600", "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert "`zbl`=600 Jy is" in err and "--zbl-anyway" in err
