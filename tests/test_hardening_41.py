@@ -270,3 +270,28 @@ def test_zbl_far_from_the_data_zero_baseline_flux_is_refused(tmp_path, capsys):
     assert main(["image", str(path), "-o", out, "--zbl", "600", "--no-cache"]) == 2
     err = capsys.readouterr().err
     assert "`zbl`=600 Jy is" in err and "--zbl-anyway" in err
+
+
+def test_load_fits_refuses_a_reference_pixel_off_the_phase_centre(tmp_path):
+    """CRVAL (the reference pixel's position, where `load_fits` centres the
+    image) away from OBSRA/OBSDEC (the phase centre): the image was misplaced by
+    that offset, silently."""
+    from astropy.io import fits
+
+    image = np.ones(GRID.shape)
+    path = tmp_path / "a.fits"
+    em.save_fits(image, GRID, path, ra=187.7, dec=12.4, freq=230e9)
+    em.load_fits(path)  # as written: CRVAL = OBSRA/OBSDEC
+    with fits.open(path, mode="update") as hdul:
+        psize_deg = abs(hdul[0].header["CDELT2"])
+        hdul[0].header["OBSRA"] = 187.7
+        hdul[0].header["OBSDEC"] = 12.4
+        hdul[0].header["CRVAL2"] = 12.4 + 3 * psize_deg  # three pixels north
+    with pytest.raises(
+        ValueError, match=r"a.fits'?: the reference pixel's .* \(3 pixels\)"
+    ):
+        em.load_fits(path)
+    # Within half a pixel (rounding of the header's numbers): loaded.
+    with fits.open(path, mode="update") as hdul:
+        hdul[0].header["CRVAL2"] = 12.4 + 0.1 * psize_deg
+    em.load_fits(path)
