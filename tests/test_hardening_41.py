@@ -295,3 +295,22 @@ def test_load_fits_refuses_a_reference_pixel_off_the_phase_centre(tmp_path):
     with fits.open(path, mode="update") as hdul:
         hdul[0].header["CRVAL2"] = 12.4 + 0.1 * psize_deg
     em.load_fits(path)
+
+
+def test_a_time_range_in_seconds_is_refused_with_the_conversion():
+    from tests.problems.gains import synthetic
+
+    d = synthetic()
+    t = np.asarray(d.time)
+    lo, hi = float(t.min()), float(t.max())
+    d.select(time_range=(lo, hi))
+    # (0, 7 200) "seconds" kept every row of a track in hours, silently.
+    with pytest.raises(
+        ValueError,
+        match=r"looks like seconds: times are hours, "
+        r"\(0, 2\) h",
+    ):
+        d.select(time_range=(0.0, 7200.0))
+    # A range far beyond the data that is no range in seconds either: as before.
+    with pytest.raises(ValueError, match="removed every row"):
+        d.select(time_range=(1e6, 2e6))

@@ -1,6 +1,5 @@
 """`solve`: a whole minimisation in one compiled program."""
 
-import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -12,6 +11,7 @@ import optax
 from jaxtyping import Array, Bool, Float, Int, PyTree, Scalar
 
 from .._compile import run_once_jit
+from .._validation import warn_user
 from ._base import (
     AbstractSolver,
     iterate,
@@ -355,7 +355,7 @@ def warn_unconstrained(sol: Solution, model, params) -> None:
         f" and {len(named) - 8} more" if len(named) > 8 else ""
     )
     which = f": mostly along {shown}" if named else ""
-    warnings.warn(
+    warn_user(
         f"the data do not constrain {int(null)} direction(s) of the {mask.size} "
         f"parameters at the solution (the Jacobian's rank is "
         f"{int(sol.stats['rank'])}){which}. Those parameters end wherever the solver "
@@ -363,5 +363,4 @@ def warn_unconstrained(sol: Solution, model, params) -> None:
         "hold them fixed (`params=`), add data that constrain them, or a "
         "regularizer.",
         UserWarning,
-        stacklevel=3,
     )
