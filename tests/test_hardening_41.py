@@ -48,10 +48,10 @@ def test_uas_to_rad_refuses_strings_and_takes_lists(unchecked):
 def test_forward_model_takes_an_image_model():
     u, v = _points()
     model = em.GaussianImage(GRID, 1.0, em.uas_to_rad(40.0))
-    for fwd in (em.DirectFT(GRID, u, v), em.SeparableFT(GRID, u, v)):
-        np.testing.assert_array_equal(np.asarray(fwd(model)), np.asarray(fwd(model())))
-        jitted = jax.jit(lambda m, f=fwd: f(m))(model)
-        np.testing.assert_allclose(jitted, fwd(model()), rtol=1e-12)
+    fwd = em.DirectFT(GRID, u, v)
+    np.testing.assert_array_equal(np.asarray(fwd(model)), np.asarray(fwd(model())))
+    jitted = eqx.filter_jit(lambda f, m: f(m))(fwd, model)
+    np.testing.assert_allclose(jitted, fwd(model()), rtol=1e-12)
     other = em.GaussianImage(em.ImageGrid.from_fov(8, 128.0), 1.0, em.uas_to_rad(40.0))
     with pytest.raises(ValueError, match="build the image model on the forward"):
         em.DirectFT(GRID, u, v)(other)
@@ -113,55 +113,49 @@ def test_observe_refuses_a_built_forward_model():
 
 # ----------------------------------------------------------------- item 4
 def _amplitude_fit():
-    grid = em.ImageGrid.from_fov(32, 200.0)
+    grid = em.ImageGrid.from_fov(16, 200.0)
     rng = np.random.default_rng(0)
-    u, v = rng.uniform(-8e9, 8e9, (2, 60))
+    u, v = rng.uniform(-4e9, 4e9, (2, 24))
     fwd = em.DirectFT(grid, u, v)
     true = em.GaussianImage(grid, 1.0, em.uas_to_rad(40.0), x0=em.uas_to_rad(5.0))
-    amp = np.abs(np.asarray(fwd(true)))
-    term = em.AmpChi2(fwd, amp, np.full(60, 0.01))
+    amp = np.abs(np.asarray(fwd(true())))
+    term = em.AmpChi2(fwd, amp, np.full(24, 0.01))
     start = em.GaussianImage(grid, 0.8, em.uas_to_rad(30.0), x0=em.uas_to_rad(1.0))
-    return term, start, fwd, amp
+    return term, start
 
 
 def test_least_squares_reports_directions_the_data_do_not_constrain():
     """Issue 41: a Gaussian's position fitted to amplitudes alone 'converged'
     (`gtol`) hundreds of radians away. Amplitudes do not see the position (nor a
     circular Gaussian's position angle): the solve says so."""
-    term, start, fwd, amp = _amplitude_fit()
+    term, start = _amplitude_fit()
+    gn = em.GaussNewton(chunk_size=6)
     with pytest.warns(UserWarning, match=r"do not constrain .* mostly along .*y0"):
-        sol = em.solve(em.Objective([term]), start, "gauss-newton", max_steps=50)
+        sol = em.solve(term, start, gn, max_steps=50)
     assert sol.reason in ("gtol", "ftol")  # the stopping test holds ...
     assert not bool(sol.converged)  # ... but convergence is not claimed
     assert int(sol.stats["null_directions"]) >= 1
     assert int(sol.stats["rank"]) + int(sol.stats["null_directions"]) == 6
     # Against numpy: the rank of the final Jacobian, numpy's default tolerance.
-    _, jac = em.residual_jacobian(em.Objective([term]), sol.model)
+    _, jac = em.residual_jacobian(term, sol.model, chunk_size=6)
     assert int(sol.stats["rank"]) == np.linalg.matrix_rank(np.asarray(jac))
     # The parameters flagged: `ravel_pytree` order of the Gaussian's leaves.
-    flags = dict(
-        zip(
-            ("flux", "fwhm_major", "fwhm_minor", "angle", "x0", "y0"),
-            np.asarray(sol.stats["unconstrained"]).tolist(),
-        )
-    )
+    names = ("flux", "fwhm_major", "fwhm_minor", "angle", "x0", "y0")
+    flags = dict(zip(names, np.asarray(sol.stats["unconstrained"]).tolist()))
     assert flags["y0"] and flags["angle"] and not flags["flux"]
-    # Fitting what the amplitudes constrain (flux and size) is claimed converged.
-    only = jax.tree.map(lambda _: False, start)
-    only = jax.tree_util.tree_map(lambda x: x, only)
 
+
+@pytest.mark.slow  # a second solve program (~1 s unloaded)
+def test_least_squares_claims_convergence_where_the_data_constrain_all():
+    """Fitting what the amplitudes constrain (flux and size): converged, no
+    warning, no null direction."""
+    term, start = _amplitude_fit()
+    gn = em.GaussNewton(chunk_size=6)
+    only = jax.tree.map(lambda _: False, start)
     only = eqx.tree_at(lambda m: (m.flux, m.fwhm_major), only, (True, True))
-    only = eqx.tree_at(lambda m: m.grid, only, replace_fn=lambda _: False)
-    circ = em.GaussianImage(fwd.grid, 0.8, em.uas_to_rad(30.0))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        good = em.solve(
-            em.Objective([term]),
-            circ,
-            "levenberg-marquardt",
-            max_steps=100,
-            params=only,
-        )
+        good = em.solve(term, start, gn, max_steps=50, params=only)
     assert bool(good.converged), good.reason
     assert int(good.stats["null_directions"]) == 0
 
