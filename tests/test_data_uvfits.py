@@ -899,7 +899,7 @@ def test_load_fits_errors(tmp_path):
         eqm.load_fits(q)
     cube = tmp_path / "cube.fits"
     fits.PrimaryHDU(np.zeros((2, 4, 4))).writeto(cube)
-    with pytest.raises(ValueError, match="2-d image"):
+    with pytest.raises(ValueError, match="axis 3 .with no CTYPE. has 2 planes"):
         eqm.load_fits(cube)
 
 

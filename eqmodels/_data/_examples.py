@@ -1,5 +1,6 @@
-"""Data shipped with eqmodels: one real EHT uvfits file, so that the command line,
-the examples and the tests run anywhere the package is installed."""
+"""Data shipped with eqmodels: real EHT uvfits files (one Stokes I band, and both
+bands of a day in full polarization), so that the command line, the examples and the
+tests run anywhere the package is installed."""
 
 import pathlib
 
@@ -7,6 +8,8 @@ import pathlib
 # name -> file in `eqmodels/data/` (provenance and licence in its PROVENANCE.md).
 _SHIPPED = {
     "m87_2017_04_10_lo": "SR1_M87_2017_100_lo_hops_netcal_StokesI.uvfits",
+    "m87_2017_04_10_pol_lo": "SR2_M87_2017_100_lo_hops_zbl-dtcal+selfcal.uvfits",
+    "m87_2017_04_10_pol_hi": "SR2_M87_2017_100_hi_hops_zbl-dtcal+selfcal.uvfits",
 }
 
 
@@ -15,12 +18,21 @@ def example_uvfits(name: str = "m87_2017_04_10_lo") -> pathlib.Path:
 
     **Arguments:**
 
-    - `name`: which file. One is shipped: `"m87_2017_04_10_lo"`, M87 observed by the
-      EHT on 2017-04-10, low band (227 GHz), HOPS pipeline, network-calibrated
-      Stokes I: 2367 records of 10 s over 7 stations, unmodified from the EHT
-      Collaboration's public release 2019-D01-01 (First M87 EHT Results, Paper III),
-      which is licensed ODC-PDDL (public domain). Its provenance is in
-      `PROVENANCE.md` beside it.
+    - `name`: which file. Three are shipped, unmodified from the EHT Collaboration's
+      public releases, which are licensed ODC-PDDL (public domain); their
+      provenance is in `PROVENANCE.md` beside them:
+        - `"m87_2017_04_10_lo"` (the default): M87 observed by the EHT on
+          2017-04-10, low band (227 GHz), HOPS pipeline, network-calibrated
+          Stokes I: 2367 records of 10 s over 7 stations (release 2019-D01-01,
+          First M87 EHT Results, Paper III);
+        - `"m87_2017_04_10_pol_lo"` and `"m87_2017_04_10_pol_hi"`: the same day's
+          two bands (227.07 and 229.07 GHz) in **full polarization** (RR, LL, RL,
+          LR; 1814 and 2010 records over 6 stations), HOPS pipeline with the
+          zero-baseline D-terms of ALMA and APEX corrected and self-calibrated to
+          the EHT's Stokes I images (`*_hops_zbl-dtcal+selfcal`, release
+          2023-D01-01, M87 polarization Papers VII–IX). Read them with
+          `load_uvfits(path, polarization="full")`; `eqmodels image --pol` images
+          this pair when given no files.
 
     **Returns:**
 

@@ -22,10 +22,13 @@ from .._validation import (
 from ._visdata import check_ra_dec, check_visdata, VisData
 
 
-def as_image_array(image, grid, name: str = "image") -> np.ndarray:
+def as_image_array(
+    image, grid, name: str = "image", *, stokes: bool = False
+) -> np.ndarray:
     """A real, finite float64 numpy image of `grid`'s shape (an image model is
     evaluated, and must be on `grid`), or a clear error naming `name`. Shared by FITS
-    output and plots."""
+    output and plots. With `stokes=True` a polarimetric image, `(4, ny, nx)` (I, Q,
+    U, V), is accepted too."""
     image = evaluated_on(
         image,
         grid,
@@ -41,9 +44,11 @@ def as_image_array(image, grid, name: str = "image") -> np.ndarray:
     arr = np.asarray(image)
     if np.iscomplexobj(arr) or not np.issubdtype(arr.dtype, np.number):
         raise TypeError(f"`{name}` must be a real array (Jy/pixel), got {arr.dtype}.")
-    if arr.shape != grid.shape:
+    if arr.shape != grid.shape and not (stokes and arr.shape == (4, *grid.shape)):
+        also = f" or (4, {grid.ny}, {grid.nx}) (I, Q, U, V)" if stokes else ""
         raise ValueError(
-            f"`{name}` has shape {arr.shape} but `grid` is {grid.shape} (ny, nx)."
+            f"`{name}` has shape {arr.shape} but `grid` is {grid.shape} (ny, nx): "
+            f"give an image of shape {grid.shape}{also}."
         )
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"`{name}` has non-finite pixels (NaN or inf).")
@@ -75,7 +80,11 @@ def save_fits(
 
     **Arguments:**
 
-    - `image`: `(ny, nx)` array (Jy/pixel) or an image model.
+    - `image`: `(ny, nx)` array (Jy/pixel) or an image model; or a polarimetric
+      image, `(4, ny, nx)` (I, Q, U, V) or a polarimetric image model, written as
+      a cube with a third axis `CTYPE3 = 'STOKES'` (values 1–4: I, Q, U, V), the
+      FITS standard's Stokes axis, which eht-imaging, CASA, ds9 and `load_fits`
+      read as the four planes.
     - `grid`: its [`eqmodels.ImageGrid`][].
     - `path`: output file.
     - `data`: the [`eqmodels.VisData`][] the image was made from: the defaults of
@@ -97,7 +106,7 @@ def save_fits(
     """
     if not isinstance(grid, ImageGrid):
         raise TypeError(f"`grid` must be an ImageGrid, got {type(grid).__name__}.")
-    arr = as_image_array(image, grid)
+    arr = as_image_array(image, grid, stokes=True)
     if data is not None:
         check_visdata(data)
     meta = {} if data is None else image_metadata(data)
@@ -134,7 +143,7 @@ def save_fits(
     if os.path.exists(path) and not overwrite:
         raise FileExistsError(f"{path!r} exists; pass `overwrite=True` to replace it.")
     psize_deg = math.degrees(grid.psize)
-    hdu = fits.PrimaryHDU(arr[::-1, :])
+    hdu = fits.PrimaryHDU(np.ascontiguousarray(arr[..., ::-1, :]))
     h = hdu.header
     h["OBJECT"] = source
     h["CTYPE1"] = "RA---SIN"
@@ -147,6 +156,11 @@ def save_fits(
     h["CDELT2"] = psize_deg
     h["CRPIX2"] = grid.ny / 2 + 0.5
     h["CUNIT2"] = "deg"
+    if arr.ndim == 3:  # the Stokes axis: planes 1, 2, 3, 4 = I, Q, U, V
+        h["CTYPE3"] = "STOKES"
+        h["CRVAL3"] = 1.0
+        h["CDELT3"] = 1.0
+        h["CRPIX3"] = 1.0
     h["BUNIT"] = "JY/PIXEL"
     h["EQUINOX"] = 2000.0
     h["RADESYS"] = "FK5"
@@ -180,7 +194,10 @@ def image_metadata(data: VisData) -> dict[str, Any]:
 
 
 def load_fits(
-    path: str | os.PathLike, *, metadata: bool = False
+    path: str | os.PathLike,
+    *,
+    metadata: bool = False,
+    stokes: str = "auto",
 ) -> tuple[np.ndarray, ImageGrid] | tuple[np.ndarray, ImageGrid, dict[str, Any]]:
     """Read an image written by [`eqmodels.save_fits`][] (or any FITS image with
     square pixels, `CDELT1 < 0 < CDELT2`), in Jy/pixel.
@@ -206,10 +223,23 @@ def load_fits(
 
     **Arguments:**
 
+    Polarimetric images: a `STOKES` axis (the FITS standard's, values 1–4 = I, Q,
+    U, V, as [`eqmodels.save_fits`][] writes it) or eht-imaging's `Q`, `U`, `V`
+    image extensions give the four planes, `(4, ny, nx)`; a plane the file lacks
+    is zero. Correlation planes (RR, LL, ...) and any other axis longer than 1
+    (frequency) are refused.
+
+    **Arguments:**
+
     - `path`: the FITS file.
     - `metadata`: also return the header's observation metadata (below).
+    - `stokes`: `"auto"` (the default): the four Stokes planes `(4, ny, nx)` when
+      the file holds Q, U or V, else the `(ny, nx)` image; `"I"`: the I image
+      `(ny, nx)` always; `"IQUV"`: the four planes always (Q = U = V = 0 for a
+      Stokes I file, e.g. to start polarimetric imaging from it).
 
-    **Returns:** `(image, grid)`: the `(ny, nx)` array in our orientation (row 0
+    **Returns:** `(image, grid)`: the `(ny, nx)` array (or the `(4, ny, nx)` Stokes
+    planes, above) in our orientation (row 0
     north, column 0 east) and its [`eqmodels.ImageGrid`][]. With `metadata=True`,
     `(image, grid, meta)`: `meta` holds [`eqmodels.save_fits`][]'s keyword arguments
     that the header gives, so `save_fits(image, grid, out, **meta)` writes them
@@ -230,21 +260,32 @@ def load_fits(
             if data is None:
                 raise ValueError("the primary HDU has no image")
             data = np.asarray(data, np.float64)
+            # eht-imaging's own polarimetric files: Q, U, V as image extensions.
+            extensions = {
+                h.name: np.asarray(h.data, np.float64)
+                for h in hdul[1:]
+                if h.name in ("Q", "U", "V") and h.data is not None
+            }
     except Exception as e:
         raise ValueError(f"{path!r} could not be read as a FITS image ({e}).") from e
-    if data.ndim < 2 or any(n != 1 for n in data.shape[:-2]):
+    if stokes not in ("auto", "I", "IQUV"):
         raise ValueError(
-            f"{path!r}: expected a 2-d image (with any extra leading axes of length "
-            f"1, e.g. Stokes and frequency), got shape {data.shape}."
+            f"`stokes` must be 'auto', 'I' or 'IQUV', got {stokes!r}: 'auto' gives the "
+            "Stokes planes the file holds, 'I' the I plane, 'IQUV' all four."
         )
-    data = data.reshape(data.shape[-2:])
+    data = _stokes_planes(data, header, extensions, path)  # (k, ny, nx), I first
+    if stokes == "I" or (stokes == "auto" and len(data) == 1):
+        data = data[:1]
+    elif len(data) == 1:  # "IQUV" of a Stokes I image: Q = U = V = 0
+        data = np.concatenate([data, np.zeros((3, *data.shape[1:]))])
     bad = ~np.isfinite(data)
     if bad.any():
-        iy, ix = np.argwhere(bad)[0]
+        p, iy, ix = np.argwhere(bad)[0]
+        plane = "" if len(data) == 1 else f" of the {'IQUV'[p]} plane"
         raise ValueError(
             f"{path!r}: {int(bad.sum())} non-finite (blanked) pixels, the first at "
-            f"index [{iy}, {ix}] of the stored array: replace them (e.g. `np.nan_to_num`) and "
-            "save the image again."
+            f"index [{iy}, {ix}]{plane} of the stored array: replace them (e.g. "
+            "`np.nan_to_num`) and save the image again."
         )
     d1, d2 = _pixel_steps(header, path)
     if d1 is None or d2 is None:
@@ -275,15 +316,16 @@ def load_fits(
     _check_reference_position(header, psize, path)
     pads = [
         _centring_pad(header.get(f"CRPIX{k}"), n, k, path)
-        for k, n in ((2, data.shape[0]), (1, data.shape[1]))
+        for k, n in ((2, data.shape[1]), (1, data.shape[2]))
     ]
     if any(any(p) for p in pads):
-        data = np.pad(data, pads)
+        data = np.pad(data, [(0, 0), *pads])
     data = data * _to_jy_per_pixel(header, psize, path)
-    img = data[::-1, :] if d2 > 0 else data
-    img = img[:, ::-1] if d1 > 0 else img
+    img = data[:, ::-1, :] if d2 > 0 else data
+    img = img[:, :, ::-1] if d1 > 0 else img
+    img = img[0] if len(img) == 1 else img
     try:
-        grid = ImageGrid(img.shape[0], img.shape[1], psize)
+        grid = ImageGrid(img.shape[-2], img.shape[-1], psize)
     except ValueError as e:
         # ImageGrid's message speaks of an argument the reader never saw.
         raise ValueError(
@@ -294,6 +336,76 @@ def load_fits(
     if metadata:
         return np.ascontiguousarray(img), grid, _metadata(header, path)
     return np.ascontiguousarray(img), grid
+
+
+# The FITS standard's Stokes axis values (Greisen & Calabretta 2002, table 7).
+_STOKES_CODES = {1: "I", 2: "Q", 3: "U", 4: "V"}
+_CORRELATION_CODES = {-1: "RR", -2: "LL", -3: "RL", -4: "LR"} | {
+    -5: "XX",
+    -6: "YY",
+    -7: "XY",
+    -8: "YX",
+}
+
+
+def _stokes_planes(data, header, extensions, path: str) -> np.ndarray:
+    """The Stokes planes of a FITS image, `(k, ny, nx)` with I first and then Q, U,
+    V in that order where the file has them (`k` = 1 or 4; planes of Q, U, V that
+    the file lacks are zero when it has any): from a `STOKES` axis of the primary
+    array, or eht-imaging's Q, U, V image extensions. Any other axis longer than 1,
+    or a cube whose third axis is not named, is refused."""
+    if data.ndim < 2:
+        raise ValueError(f"{path!r}: expected a 2-d image, got shape {data.shape}.")
+    stokes_axis = None
+    for k in range(3, data.ndim + 1):  # FITS axis k is numpy axis ndim - k
+        n = data.shape[data.ndim - k]
+        ctype = str(header.get(f"CTYPE{k}", "")).strip().upper()
+        if ctype == "STOKES":
+            stokes_axis = k
+        elif n != 1:
+            name = f"'{ctype}'" if ctype else "with no CTYPE"
+            raise ValueError(
+                f"{path!r}: axis {k} ({name}) has {n} planes; load_fits reads one "
+                "image, or the Stokes planes of a 'STOKES' axis: cut the cube to one "
+                f"plane first (array shape {data.shape})."
+            )
+    if stokes_axis is None:
+        planes = {"I": data.reshape(data.shape[-2:])}
+    else:
+        k = stokes_axis
+        n = data.shape[data.ndim - k]
+        values = float(header.get(f"CRVAL{k}", 1.0)) + (
+            np.arange(n) + 1 - float(header.get(f"CRPIX{k}", 1.0))
+        ) * float(header.get(f"CDELT{k}", 1.0))
+        codes = [int(round(v)) for v in values]
+        if any(c not in _STOKES_CODES for c in codes) or "I" not in {
+            _STOKES_CODES[c] for c in codes
+        }:
+            names = [
+                _STOKES_CODES.get(c, _CORRELATION_CODES.get(c, str(c))) for c in codes
+            ]
+            raise ValueError(
+                f"{path!r}: its STOKES axis holds {names}; load_fits reads images of "
+                "the Stokes parameters I (and Q, U, V), not correlation images (RR, "
+                "LL, ...): convert them to I, Q, U, V first."
+            )
+        moved = np.moveaxis(data, data.ndim - k, 0).reshape(n, *data.shape[-2:])
+        planes = {_STOKES_CODES[c]: moved[j] for j, c in enumerate(codes)}
+    for name, plane in extensions.items():
+        if name in planes:
+            continue
+        if plane.shape[-2:] != planes["I"].shape or any(
+            m != 1 for m in plane.shape[:-2]
+        ):
+            raise ValueError(
+                f"{path!r}: its {name} extension has shape {plane.shape}, the I image "
+                f"{planes['I'].shape}: the planes must match."
+            )
+        planes[name] = plane.reshape(plane.shape[-2:])
+    if len(planes) == 1:
+        return planes["I"][None]
+    zero = np.zeros_like(planes["I"])
+    return np.stack([planes.get(s, zero) for s in "IQUV"])
 
 
 def _centring_pad(crpix, n: int, k: int, path: str) -> tuple[int, int]:
