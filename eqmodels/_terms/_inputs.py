@@ -13,6 +13,7 @@ from .._grid import ImageGrid, same_grid
 from .._image._base import AbstractImageModel, evaluated_on
 from .._image._multifreq import MultiFrequencyImage
 from .._numerics import asarray
+from .._validation import refuse_nonfinite_image
 
 
 ImageLike: TypeAlias = (
@@ -78,6 +79,7 @@ def as_planes(
             "(~1e-11 rad) and the terms' constants underflow in half precision. "
             "Cast it first (`image.astype(jnp.float32)`)."
         )
+    refuse_nonfinite_image("image", arr, "a term")
     return arr
 
 
