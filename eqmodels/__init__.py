@@ -177,6 +177,7 @@ from ._data._recipe_ops import (
 )
 from ._gains._abstract import AbstractGains as AbstractGains
 from ._gains._corrected import GainCorrected as GainCorrected
+from ._gains._dterm_table import DTermTable as DTermTable
 from ._gains._intervals import solution_intervals as solution_intervals
 from ._gains._joint import WithGains as WithGains
 from ._gains._priors import (
@@ -188,6 +189,7 @@ from ._gains._priors import (
 from ._gains._selfcal import self_calibrate as self_calibrate
 from ._gains._station_gains import StationGains as StationGains
 from ._gains._with_gains import with_gains as with_gains
+from ._polcal._leakage import leakage_calibrate as leakage_calibrate
 
 
 # --- end gains ---
@@ -274,6 +276,7 @@ __all__ = [
     "DeltaPulse",
     "DirectFT",
     "DTermPrior",
+    "DTermTable",
     "EHT2017",
     "compiler_options",
     "enable_compilation_cache",
@@ -341,6 +344,7 @@ __all__ = [
     "save_fits",
     "save_uvfits",
     "self_calibrate",
+    "leakage_calibrate",
     "SeparableFT",
     "ShardedChi2",
     "ShardedForward",
