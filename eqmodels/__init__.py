@@ -186,10 +186,12 @@ from ._gains._priors import (
     GainPhaseReference as GainPhaseReference,
     GainSmoothness as GainSmoothness,
 )
+from ._gains._rl_gain_table import RLGainTable as RLGainTable
 from ._gains._selfcal import self_calibrate as self_calibrate
 from ._gains._station_gains import StationGains as StationGains
 from ._gains._with_gains import with_gains as with_gains
 from ._polcal._leakage import leakage_calibrate as leakage_calibrate
+from ._polcal._polgains import polgains_calibrate as polgains_calibrate
 
 
 # --- end gains ---
@@ -345,6 +347,8 @@ __all__ = [
     "save_uvfits",
     "self_calibrate",
     "leakage_calibrate",
+    "polgains_calibrate",
+    "RLGainTable",
     "SeparableFT",
     "ShardedChi2",
     "ShardedForward",

@@ -316,3 +316,89 @@ def test_table_errors(truth_table):
         )  # fmt: skip
     with pytest.raises(TypeError, match="must be a PolVisData"):
         table.calibrate(observation().stokes_i())
+
+
+# ---------------------------------------------------------------- joint solves
+@pytest.mark.slow  # compiles a joint image + Jones solve
+def test_joint_image_and_dterms_with_gains_frozen():
+    """`solve` with a `params` filter that holds the gains of a StationJones
+    fixed: the image and the D-terms move, the gains stay exactly as given."""
+    data = observation()
+    truth = stokes_image()
+    init = truth * np.array([1.0, 0.5, 0.5, 0.5])[:, None, None]
+    init[0] += 1e-6
+    start = em.PolPixelImage.from_stokes(init, GRID)
+    jones = em.StationJones.from_data(
+        data, "scan", "track", field_rotation_corrected=True
+    )
+    corr = em.JonesCorrected(em.CorrelationChi2.from_data(data, GRID), jones)
+    n = int(corr.n_rows)
+    objective = em.WithGains(corr + em.DTermPrior(jones, 0.1) / (2 * n))
+    free = jax.tree.map(em.is_real_float_array, jones)
+    free = eqx.tree_at(lambda j: (j.log_amp, j.phase), free, replace=(False, False))
+    sol = em.solve(
+        objective, (start, jones), max_steps=200,
+        params=(em.is_real_float_array, free),
+    )  # fmt: skip
+    image, fitted = sol.model
+    np.testing.assert_array_equal(np.asarray(fitted.log_amp), np.asarray(jones.log_amp))
+    np.testing.assert_array_equal(np.asarray(fitted.phase), np.asarray(jones.phase))
+    want = _truth_array(data.station_names)
+    err0 = np.abs(np.asarray(jones.dterms()) - want).max()
+    err1 = np.abs(np.asarray(fitted.dterms()) - want).max()
+    assert err1 < 0.6 * err0, (err0, err1)
+    assert float(sol.value) < 0.1 * float(sol.stats["initial_value"])
+    assert not np.allclose(np.asarray(image()), np.asarray(start()))
+    # The image held fixed at the truth: the D-terms alone, recovered.
+    fixed = em.PolPixelImage.from_stokes(
+        truth + np.array([1e-9, 0, 0, 0])[:, None, None], GRID
+    )
+    sol = em.solve(objective, (fixed, jones), max_steps=200, params=(False, free))
+    d = np.asarray(sol.model[1].dterms())
+    solved = np.asarray(jones.dterm_present)
+    assert np.abs(d - want)[solved].max() < 2e-3
+    assert np.all(np.asarray(sol.model[0]()) == np.asarray(fixed()))
+
+
+# ---------------------------------------------------------------- R/L gains
+@pytest.mark.slow  # compiles the solve
+def test_polgains_align_r_on_l():
+    """Random complex gains per hand and timestamp, no leakage, Stokes V = 0:
+    the R/L ratios solved per timestamp make RR equal LL on every row."""
+    img = stokes_image()
+    img[3] = 0.0
+    data = em.observe(
+        img, GRID, em.EHT2017, ra=187.7059, dec=12.3911, mjd=57854,
+        times=np.linspace(0.5, 7.0, 10), mounts=MOUNTS, add_noise=False,
+        gain_sigma=0.1, random_phases=True, seed=4,
+    )  # fmt: skip
+    rr, ll = np.asarray(data.corr[:, 0]), np.asarray(data.corr[:, 1])
+    assert np.max(np.abs(rr - ll)) > 0.01
+    for method in ("both", "phase"):
+        cal, table = em.polgains_calibrate(data, method=method, interval="timestamp")
+        c = np.asarray(cal.corr)
+        if method == "both":
+            assert_allclose(c[:, 0], c[:, 1], rtol=0, atol=1e-8 * np.abs(c[:, 1]).max())
+        else:  # the phases of RR and LL agree; their amplitudes still differ
+            ph = np.angle(c[:, 0] * np.conj(c[:, 1]))
+            assert np.max(np.abs(ph)) < 1e-6
+            assert_allclose(np.abs(np.asarray(table.ratios)), 1.0, rtol=1e-12)
+        ref = data.station_names.index(table.reference)
+        assert np.all(np.asarray(table.ratios)[:, ref] == 1.0)
+    assert "RLGainTable: reference AA" in str(table)
+    assert set(table.to_dict()) == set(data.stations_present()) - {"AA"}
+
+
+def test_polgains_errors(small):
+    with pytest.raises(TypeError, match="must be a PolVisData"):
+        em.polgains_calibrate(small.stokes_i())
+    with pytest.raises(ValueError, match="`method` must be 'phase' or 'both'"):
+        em.polgains_calibrate(small, method="amp")
+    with pytest.raises(ValueError, match="`reference`='XX' is not one of"):
+        em.polgains_calibrate(small, reference="XX")
+    with pytest.raises(ValueError, match="unknown station"):
+        em.polgains_calibrate(small, stations=["XX"])
+    with pytest.raises(ValueError, match="`interval` must be"):
+        em.polgains_calibrate(small, interval="daily")
+    with pytest.raises(ValueError, match="linear feeds"):
+        em.polgains_calibrate(small.replace(feeds=["linear"] * small.n_stations))
