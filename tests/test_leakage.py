@@ -206,6 +206,16 @@ def test_table_reading(truth_table):
     assert text.startswith(f"DTermTable: {n} stations")
     assert len(text.splitlines()) == 2 + n and all(f"  {s} " in text for s in out)
     assert "DTermTable(stations=" in repr(table)
+    # As a StationJones (gains 1) to start a joint solve: the same D-terms,
+    # and the same corrupted correlations as the table's `corrupt`.
+    jones = table.jones(data)
+    assert jones.field_rotation_corrected
+    assert_allclose(np.asarray(jones.dterms()), np.asarray(table.dterms), rtol=0)
+    clean = observation(dterms=None)
+    st = np.stack([np.asarray(data.ant1), np.asarray(data.ant2)], axis=1)
+    sv = clean.stokes()[0]
+    got = np.asarray(jones.apply(jnp.asarray(sv), st, np.asarray(data.time_index)))
+    assert_allclose(got, np.asarray(table.corrupt(clean).corr), atol=1e-12)
 
 
 @pytest.mark.slow  # compiles the solve (~10 s)
@@ -333,7 +343,7 @@ def test_joint_image_and_dterms_with_gains_frozen():
     )
     corr = em.JonesCorrected(em.CorrelationChi2.from_data(data, GRID), jones)
     n = int(corr.n_rows)
-    objective = em.WithGains(corr + em.DTermPrior(jones, 0.1) / (2 * n))
+    objective = em.WithGains(corr + em.DTermPrior(jones, 1.0) / (2 * n))
     free = jax.tree.map(em.is_real_float_array, jones)
     free = eqx.tree_at(lambda j: (j.log_amp, j.phase), free, replace=(False, False))
     sol = em.solve(
@@ -356,7 +366,7 @@ def test_joint_image_and_dterms_with_gains_frozen():
     sol = em.solve(objective, (fixed, jones), max_steps=200, params=(False, free))
     d = np.asarray(sol.model[1].dterms())
     solved = np.asarray(jones.dterm_present)
-    assert np.abs(d - want)[solved].max() < 2e-3
+    assert np.abs(d - want)[solved].max() < 5e-3
     assert np.all(np.asarray(sol.model[0]()) == np.asarray(fixed()))
 
 
@@ -382,11 +392,12 @@ def test_polgains_align_r_on_l():
         else:  # the phases of RR and LL agree; their amplitudes still differ
             ph = np.angle(c[:, 0] * np.conj(c[:, 1]))
             assert np.max(np.abs(ph)) < 1e-6
-            assert_allclose(np.abs(np.asarray(table.ratios)), 1.0, rtol=1e-12)
+            r = np.abs(np.asarray(table.ratios))
+            assert_allclose(r, np.ones_like(r), rtol=1e-12)
         ref = data.station_names.index(table.reference)
-        assert np.all(np.asarray(table.ratios)[:, ref] == 1.0)
+        assert np.all(np.angle(np.asarray(table.ratios)[:, ref]) == 0.0)
     assert "RLGainTable: reference AA" in str(table)
-    assert set(table.to_dict()) == set(data.stations_present()) - {"AA"}
+    assert set(table.to_dict()) == set(data.stations_present()) - {"AA"}  # phase
 
 
 def test_polgains_errors(small):

@@ -1,7 +1,8 @@
 """R/L gain-ratio calibration: eht-imaging's `polgains_cal`.
 
 In every solution interval the ratios `g_s = g_R / g_L` of the calibrated
-stations (the reference station's held at 1) minimise
+stations (the reference station's phase held at 0; its amplitude too with
+`method="phase"`) minimise
 
 `Σ_rows |RR_ab − g_a ḡ_b ρ̂_ab LL_ab|² / (σ_RR² + σ_LL²)`
 
@@ -29,6 +30,9 @@ from .._solvers._least_squares import LevenbergMarquardt
 from .._solvers._solve import solve
 from .._validation import warn_user
 from ._leakage import model_correlations
+
+
+_RIDGE = 1e-6
 
 
 class PolGainParams(eqx.Module):
@@ -64,7 +68,14 @@ class PolGainChi2(eqx.Module):
             self.sinv
         )
         gauge = jnp.sum(self.gauge * self.free_phase * p.phase)[None]
-        return jnp.concatenate([d.real, d.imag, gauge])
+        # A faint ridge (1e-6) pins what the data leave undetermined (a group
+        # of stations not connected to the reference: the ratio of their
+        # amplitudes, their common phase) at the start, as eht-imaging's BFGS
+        # from 1 leaves it; it moves determined ratios by ~1e-12 relatively.
+        ridge = _RIDGE * jnp.concatenate(
+            [self.free_amp * p.log_amp, self.free_phase * p.phase]
+        )
+        return jnp.concatenate([d.real, d.imag, gauge, ridge])
 
     def __call__(self, p: PolGainParams) -> Float[Array, ""]:
         r = self.residuals(p)
@@ -95,8 +106,11 @@ def polgains_calibrate(
     - `data`: a [`eqmodels.PolVisData`][] of circular feeds.
     - `model`: optional polarimetric model (as [`eqmodels.leakage_calibrate`][]),
       or `model_vis`; default none (`ρ̂ = 1`, eht-imaging's assumption).
-    - `reference`: the station whose ratio is 1 (default the first station of
-      the table with both parallel hands; eht-imaging's default is `"AA"`).
+    - `reference`: the station whose ratio has phase 0 (default the first
+      station of the table with both parallel hands; eht-imaging's default is
+      `"AA"`). With `method="both"` its amplitude is fitted (the data fix
+      `|g_a||g_b|`, so every amplitude is determined; eht-imaging holds the
+      reference at 1, which leaves its ratio's amplitude on the others).
     - `stations`: the stations solved (default all with both hands but the
       reference).
     - `method`: `"phase"` (default, eht-imaging's) or `"both"` (amplitude too).
@@ -187,6 +201,10 @@ def polgains_calibrate(
     present[kr, a2[rows]] = True
     free = present & calibrated[None, :]
     ref_in = present[:, ref]
+    # The data fix products |g_a||g_b|: every present station's amplitude,
+    # the reference's too, is determined (only the common phase is a gauge).
+    amp_free = free.copy()
+    amp_free[:, ref] = present[:, ref]
     gauge = np.where(
         ref_in[:, None], 0.0, free / np.maximum(free.sum(axis=1, keepdims=True), 1)
     )
@@ -201,7 +219,7 @@ def polgains_calibrate(
             sinv=asarray(sinv[k]),
             ant1=asarray(a1[take[k]]),
             ant2=asarray(a2[take[k]]),
-            free_amp=asarray(free[k] * float(method == "both")),
+            free_amp=asarray(amp_free[k] * float(method == "both")),
             free_phase=asarray(free[k].astype(np.float64)),
             gauge=asarray(gauge[k]),
         )
@@ -209,7 +227,15 @@ def polgains_calibrate(
     ]
     stacked = jax.tree.map(lambda *x: jnp.stack(x), *members)
     zero = asarray(np.zeros((n_int, len(names))))
-    sol = _batched_solve(stacked, PolGainParams(zero, zero), int(max_steps))
+    start = PolGainParams(zero, zero)
+    if method == "both":
+        # Phases first (amplitudes held at 1): from a start far in phase the
+        # amplitudes would otherwise shrink toward 0, a poor local minimum.
+        # The same compiled program (the masks are leaves).
+        phase_only = eqx.tree_at(lambda o: o.free_amp, stacked, 0.0 * stacked.free_amp)
+        first = _batched_solve(phase_only, start, int(max_steps))
+        start = PolGainParams(zero, first.model.phase)
+    sol = _batched_solve(stacked, start, int(max_steps))
     conv = np.asarray(sol.converged)
     if not conv.all():
         warn_user(
@@ -217,8 +243,9 @@ def polgains_calibrate(
             f"of {n_int} intervals: raise `max_steps`."
         )
     g = np.asarray(jax.vmap(lambda o, p: o.ratios(p))(stacked, sol.model))
+    solved = free | (amp_free & (method == "both"))
     table = RLGainTable(
-        g, free, np.asarray(bounds), names, reference=names[ref], mjd=data.mjd
+        g, solved, np.asarray(bounds), names, reference=names[ref], mjd=data.mjd
     )
     return table.calibrate(data), table
 
