@@ -123,6 +123,7 @@ def test_objective_value_and_gradient_equal_numpy(problem):
     assert_allclose(np.sum(r * r), want_v, rtol=1e-12)
 
 
+@pytest.mark.slow  # a second compile of the objective (the numpy gradient is core)
 def test_objective_gradient_finite_differences(problem):
     params = _random_params(problem, seed=1)
     free = np.asarray(problem.objective.free) > 0
