@@ -208,6 +208,7 @@ from ._data._recipe_ops import (
 )
 from ._gains._abstract import AbstractGains as AbstractGains
 from ._gains._corrected import GainCorrected as GainCorrected
+from ._gains._dterm_table import DTermTable as DTermTable
 from ._gains._intervals import solution_intervals as solution_intervals
 from ._gains._joint import WithGains as WithGains
 from ._gains._priors import (
@@ -216,9 +217,12 @@ from ._gains._priors import (
     GainPhaseReference as GainPhaseReference,
     GainSmoothness as GainSmoothness,
 )
+from ._gains._rl_gain_table import RLGainTable as RLGainTable
 from ._gains._selfcal import self_calibrate as self_calibrate
 from ._gains._station_gains import StationGains as StationGains
 from ._gains._with_gains import with_gains as with_gains
+from ._polcal._leakage import leakage_calibrate as leakage_calibrate
+from ._polcal._polgains import polgains_calibrate as polgains_calibrate
 
 
 # --- end gains ---
@@ -315,6 +319,7 @@ __all__ = [
     "DeltaPulse",
     "DirectFT",
     "DTermPrior",
+    "DTermTable",
     "EHT2017",
     "compiler_options",
     "enable_compilation_cache",
@@ -390,6 +395,9 @@ __all__ = [
     "save_fits",
     "save_uvfits",
     "self_calibrate",
+    "leakage_calibrate",
+    "polgains_calibrate",
+    "RLGainTable",
     "SeparableFT",
     "ShardedChi2",
     "ShardedForward",
