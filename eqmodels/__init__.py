@@ -82,6 +82,20 @@ from ._image._pol_gaussian import PolGaussianImage as PolGaussianImage
 from ._image._pol_mring import PolMRingImage as PolMRingImage
 from ._image._pol_summary import polarization_summary as polarization_summary
 from ._image._ring import RingImage as RingImage
+from ._geometric._base import (
+    AbstractGeometricModel as AbstractGeometricModel,
+    Sum as Sum,
+)
+from ._geometric._blurred import Blurred as Blurred
+from ._geometric._crescent import Crescent as Crescent
+from ._geometric._disk import Disk as Disk
+from ._geometric._gaussian import EllipticalGaussian as EllipticalGaussian
+from ._geometric._mring import MRing as MRing
+from ._geometric._transforms import (
+    Rotated as Rotated,
+    Shifted as Shifted,
+    Stretched as Stretched,
+)
 from ._plot._amplitudes import plot_amplitudes as plot_amplitudes
 from ._plot._closures import (
     closure_phase_residuals as closure_phase_residuals,
@@ -229,6 +243,7 @@ __all__ = [
     "AbstractForwardModel",
     "AbstractGainPrior",
     "AbstractGains",
+    "AbstractGeometricModel",
     "AbstractGradientSolver",
     "AbstractImageModel",
     "AbstractJones",
@@ -255,6 +270,7 @@ __all__ = [
     "BispectrumChi2",
     "BispectrumProducts",
     "blur_image",
+    "Blurred",
     "BoxPulse",
     "Centroid",
     "closure_amplitudes",
@@ -272,11 +288,14 @@ __all__ = [
     "Compactness2",
     "concatenate",
     "CorrelationChi2",
+    "Crescent",
     "DeltaPulse",
     "DirectFT",
+    "Disk",
     "DTermPrior",
     "EHT2017",
     "compiler_options",
+    "EllipticalGaussian",
     "enable_compilation_cache",
     "example_uvfits",
     "Flux",
@@ -308,6 +327,7 @@ __all__ = [
     "LogClosureAmpProducts",
     "m87_systematic_noise",
     "make_forward",
+    "MRing",
     "n_rows_leaf",
     "NUFFT",
     "Objective",
@@ -340,6 +360,7 @@ __all__ = [
     "RESULTS",
     "reverse_taper",
     "RingImage",
+    "Rotated",
     "save_fits",
     "save_uvfits",
     "self_calibrate",
@@ -347,6 +368,7 @@ __all__ = [
     "ShardedChi2",
     "ShardedForward",
     "sharded_parts",
+    "Shifted",
     "SimpleEntropy",
     "Solution",
     "solution_intervals",
@@ -363,6 +385,8 @@ __all__ = [
     "StokesVL2",
     "StokesVTSV",
     "StokesVTV",
+    "Stretched",
+    "Sum",
     "survey",
     "SurveyResult",
     "taper",

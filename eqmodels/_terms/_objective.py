@@ -31,7 +31,9 @@ from ._inputs import (
     check_real_scalar,
     default_name,
     from_shared_vis,
+    geometric_vis,
     ImageLike,
+    is_geometric,
     is_stokes,
     term_grid,
 )
@@ -473,14 +475,21 @@ class Objective(AbstractTerm):
             lambda o: o.weights, self, weights.astype(self.weights.dtype)
         )
 
-    def _served_vis(self, img) -> dict[int, Array]:
+    def _served_vis(self, img, model=None) -> dict[int, Array]:
         """Each shared member's visibilities, by term position. Given a Stokes image
         `(4, ny, nx)`, a group with a polarimetric member transforms the four planes
         at once (its Stokes I members get the I column), a group without one the I
-        plane alone."""
+        plane alone. Given a geometric `model`, a group without a polarimetric
+        member takes its visibilities at the shared points from the model."""
         served = {}
         stokes = is_stokes(img)
         for group in self.shared:
+            if model is not None and not any(
+                self.terms[m].polarimetric for m in group.members
+            ):
+                vis = geometric_vis(model, unwrap(group.forward)[0])
+                served.update(zip(group.members, group.gather(vis)))
+                continue
             pol = [self.terms[m].polarimetric for m in group.members]
             if not stokes:
                 if any(pol):
@@ -504,9 +513,12 @@ class Objective(AbstractTerm):
         once; each shared transform too).
         """
         img = as_planes(image, objective_grid(self))
-        served = self._served_vis(img)
+        model = image if is_geometric(image) else None
+        served = self._served_vis(img, model)
         values = tuple(
-            from_shared_vis(t, "chi2_from_vis", served[i]) if i in served else t(img)
+            from_shared_vis(t, "chi2_from_vis", served[i])
+            if i in served
+            else t(_argument(t, img, model))
             for i, t in enumerate(self.terms)
         )
         for name, t, v in zip(self.names, self.terms, values):
@@ -538,13 +550,14 @@ class Objective(AbstractTerm):
                 f"got {np.asarray(self.weights)}."
             )
         img = as_planes(image, objective_grid(self))
-        served = self._served_vis(img)
+        model = image if is_geometric(image) else None
+        served = self._served_vis(img, model)
         out = []
         for i, t in enumerate(self.terms):
             if i in served:
                 r = from_shared_vis(t, "residuals_from_vis", served[i])
             else:
-                r = t.residuals(img)
+                r = t.residuals(_argument(t, img, model))
             check_real_residuals(r, self.names[i], t)
             out.append(jnp.sqrt(self.weights[i]).astype(r.dtype) * r.reshape(-1))
         if len(out) == 1:
@@ -602,6 +615,12 @@ class Objective(AbstractTerm):
             for i, n in enumerate(self.names)
         ]
         return f"Objective({' + '.join(parts)}, chi2_offset={self.chi2_offset})"
+
+
+def _argument(term: AbstractTerm, img, model):
+    """What a term evaluated on its own gets: a data term the geometric `model`
+    (its analytic visibilities), when there is one; otherwise the image array."""
+    return model if model is not None and type(term).is_data else img
 
 
 def _share(terms: list[AbstractTerm], groups: list[SharedForward]):
