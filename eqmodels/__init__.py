@@ -76,12 +76,6 @@ from ._data._visdata import VisData as VisData
 # --- end data ---
 # --- terms, regularizers, image models, objective ---
 from ._forward._select import make_forward as make_forward
-from ._image._beta import beta_m as beta_m
-from ._image._gaussian import GaussianImage as GaussianImage
-from ._image._pol_gaussian import PolGaussianImage as PolGaussianImage
-from ._image._pol_mring import PolMRingImage as PolMRingImage
-from ._image._pol_summary import polarization_summary as polarization_summary
-from ._image._ring import RingImage as RingImage
 from ._geometric._base import (
     AbstractGeometricModel as AbstractGeometricModel,
     Sum as Sum,
@@ -96,6 +90,12 @@ from ._geometric._transforms import (
     Shifted as Shifted,
     Stretched as Stretched,
 )
+from ._image._beta import beta_m as beta_m
+from ._image._gaussian import GaussianImage as GaussianImage
+from ._image._pol_gaussian import PolGaussianImage as PolGaussianImage
+from ._image._pol_mring import PolMRingImage as PolMRingImage
+from ._image._pol_summary import polarization_summary as polarization_summary
+from ._image._ring import RingImage as RingImage
 from ._plot._amplitudes import plot_amplitudes as plot_amplitudes
 from ._plot._closures import (
     closure_phase_residuals as closure_phase_residuals,

@@ -129,9 +129,7 @@ def test_crescent_and_combinators_match_numpy():
     _close(c.visibility(U, V), ref_c)
     m = em.MRing(GRID, 0.9, 21 * UAS, BETA)
     sx, sy, al, dx, dy, w = 1.2, 0.8, 0.7, 3 * UAS, -2 * UAS, 6 * UAS
-    model = em.Blurred(
-        em.Shifted(em.Rotated(em.Stretched(m, sx, sy), al), dx, dy), w
-    )
+    model = em.Blurred(em.Shifted(em.Rotated(em.Stretched(m, sx, sy), al), dx, dy), w)
     # V'(u,v): shift phase · V_rot(u', v') with u' = u cos α − v sin α, ...;
     # stretch: V(sx u', sy v'); blur: exp(−2π² σ² ρ²)
     up = U * np.cos(al) - V * np.sin(al)
@@ -142,7 +140,9 @@ def test_crescent_and_combinators_match_numpy():
     _close(model.visibility(U, V), ref)
     total = model + c + em.EllipticalGaussian(GRID, 0.2, 30 * UAS)
     assert isinstance(total, em.Sum) and len(total.parts) == 3
-    _close(total.visibility(U, V), ref + ref_c + np_gauss(U, V, 0.2, 30 * UAS, 30 * UAS, 0))
+    _close(
+        total.visibility(U, V), ref + ref_c + np_gauss(U, V, 0.2, 30 * UAS, 30 * UAS, 0)
+    )
     # a rotated feature moves east of north: a shifted point's phase
     g = em.Rotated(em.Shifted(em.EllipticalGaussian(GRID, 1.0, UAS), 0.0, 5 * UAS), 0.5)
     x0, y0 = 5 * UAS * np.sin(0.5), 5 * UAS * np.cos(0.5)
@@ -152,8 +152,14 @@ def test_crescent_and_combinators_match_numpy():
 
 @pytest.mark.parametrize(
     "name, tol",
-    [("gauss", 1e-6), ("disk", 1e-3), ("mring", 1e-3), ("crescent", 1e-3),
-     ("stretched", 1e-3), ("thick", 1e-3)],  # fmt: skip
+    [
+        ("gauss", 1e-6),
+        ("disk", 1e-3),
+        ("mring", 1e-3),
+        ("crescent", 1e-3),
+        ("stretched", 1e-3),
+        ("thick", 1e-3),
+    ],  # fmt: skip
 )
 def test_render_matches_pixel_transform(name, tol):
     """`DirectFT` (delta pulse) of the rendered model on a fine grid (0.5 µas
@@ -161,12 +167,16 @@ def test_render_matches_pixel_transform(name, tol):
     discretisation error: edges spread over a pixel (disk, crescent), the ring
     deposited bilinearly (a taper ≈ sinc²(u psize), 1 − 1e-3)."""
     models = {
-        "gauss": em.EllipticalGaussian(GRID, 1.0, 15 * UAS, fwhm_minor=8 * UAS, angle=1.0),
+        "gauss": em.EllipticalGaussian(
+            GRID, 1.0, 15 * UAS, fwhm_minor=8 * UAS, angle=1.0
+        ),
         "disk": em.Disk(GRID, 1.0, 20 * UAS),
         "mring": em.MRing(GRID, 1.0, 18 * UAS, BETA),
         "crescent": em.Crescent(GRID, 1.0, 22 * UAS, 14 * UAS, dx=3 * UAS, dy=4 * UAS),
         "stretched": em.Shifted(
-            em.Rotated(em.Stretched(em.MRing(GRID, 1.0, 15 * UAS, [0.2]), 1.3, 0.9), 0.4),
+            em.Rotated(
+                em.Stretched(em.MRing(GRID, 1.0, 15 * UAS, [0.2]), 1.3, 0.9), 0.4
+            ),
             2 * UAS,
             -3 * UAS,
         ),

@@ -40,7 +40,9 @@ def _check(term, img, ll_np, grad_np):
     ll = term.log_likelihood(x)
     np.testing.assert_allclose(float(ll), ll_np, rtol=1e-12)
     g = np.asarray(jax.jit(jax.grad(term.log_likelihood))(x)).ravel()
-    np.testing.assert_allclose(g, grad_np, rtol=1e-12, atol=1e-12 * np.abs(grad_np).max())
+    np.testing.assert_allclose(
+        g, grad_np, rtol=1e-12, atol=1e-12 * np.abs(grad_np).max()
+    )
     # padding rows (weight 0) change nothing
     padded = term.pad_rows(term.rows + 3)
     np.testing.assert_allclose(float(padded.log_likelihood(x)), ll_np, rtol=1e-12)
@@ -89,9 +91,7 @@ def test_closure_phase_log_likelihood():
     vis = a @ img.ravel()
     psi_model = np.angle(np.prod(vis, axis=1))
     cphase = psi_model + sigma * 3 * rng.normal(size=sigma.size)
-    term = em.ClosurePhaseChi2(
-        em.DirectFT(GRID, u, v, em.DeltaPulse()), cphase, sigma
-    )
+    term = em.ClosurePhaseChi2(em.DirectFT(GRID, u, v, em.DeltaPulse()), cphase, sigma)
     delta = cphase - psi_model
     # the Gaussian in the chord 2 sin(Δ/2): −(1 − cos Δ)/σ² per closure phase
     ll = -np.sum((1 - np.cos(delta)) / sigma**2) - np.sum(np.log(sigma))
@@ -101,7 +101,9 @@ def test_closure_phase_log_likelihood():
     _check(term, img, ll, grad)
     # small residuals: the Gaussian −Δ²/(2σ²) to O(Δ⁴)
     chord = -0.5 * np.sum(delta**2 / sigma**2)
-    assert abs(ll + np.sum(np.log(sigma)) + 0.5 * sigma.size * LOG2PI - chord) < 0.1 * abs(chord)
+    assert abs(
+        ll + np.sum(np.log(sigma)) + 0.5 * sigma.size * LOG2PI - chord
+    ) < 0.1 * abs(chord)
 
 
 def test_log_closure_amp_log_likelihood():
@@ -138,13 +140,17 @@ def test_log_likelihood_of_a_geometric_model_under_vmap():
             - u.size * LOG2PI
         )
 
-    np.testing.assert_allclose(float(term.log_likelihood(ring)), ll_np(model), rtol=1e-12)
+    np.testing.assert_allclose(
+        float(term.log_likelihood(ring)), ll_np(model), rtol=1e-12
+    )
     radii = jnp.asarray([8.0, 10.0, 12.0]) * UAS
     out = jax.vmap(
         lambda r: term.log_likelihood(eqx.tree_at(lambda m: m.radius, ring, r))
     )(radii)
     for r, val in zip(radii, out):
-        ref = ll_np(np.asarray(em.MRing(GRID, 0.6, float(r), [0.2 - 0.1j]).visibility(u, v)))
+        ref = ll_np(
+            np.asarray(em.MRing(GRID, 0.6, float(r), [0.2 - 0.1j]).visibility(u, v))
+        )
         np.testing.assert_allclose(float(val), ref, rtol=1e-12)
 
 

@@ -294,7 +294,7 @@ def deposit(grid: ImageGrid, x, y, flux) -> Float[Array, "ny nx"]:
             ix = (ix0 + dx).astype(jnp.int32)
             ok = (iy >= 0) & (iy < grid.ny) & (ix >= 0) & (ix < grid.nx)
             w = jnp.where(ok, flux * wy * wx, 0.0)
-            img = img.at[jnp.clip(iy, 0, grid.ny - 1), jnp.clip(ix, 0, grid.nx - 1)].add(
-                w
-            )
+            img = img.at[
+                jnp.clip(iy, 0, grid.ny - 1), jnp.clip(ix, 0, grid.nx - 1)
+            ].add(w)
     return img

@@ -47,7 +47,7 @@ def _hankel_coefficients(order: int) -> np.ndarray:
     return np.stack(a, axis=1)
 
 
-def bessel_j(order: int, z: Float[Array, "*shape"]) -> Float[Array, "m *shape"]:
+def bessel_j(order: int, z: Float[Array, "*shape"]) -> Float[Array, " m *shape"]:
     """`J_0(z) ... J_order(z)` stacked on a new leading axis, differentiable in
     `z` (`J_m' = (J_{m−1} − J_{m+1})/2`, from one evaluation to order `M + 1`).
 
@@ -70,7 +70,7 @@ def _bessel(order: int, z):
 def _bessel_jvp(order: int, primals, tangents):
     (z,), (dz,) = primals, tangents
     j = _evaluate(order + 1, z)
-    below = jnp.concatenate([-j[1:2], j[: order]])  # J_{m−1}, J_{−1} = −J_1
+    below = jnp.concatenate([-j[1:2], j[:order]])  # J_{m−1}, J_{−1} = −J_1
     deriv = 0.5 * (below - j[1 : order + 2])
     return j[: order + 1], deriv * dz[None]
 

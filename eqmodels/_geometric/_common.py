@@ -26,7 +26,9 @@ def points(u, v, dtype):
     u = jnp.asarray(u, dtype)
     v = jnp.asarray(v, dtype)
     if u.shape != v.shape:
-        raise ValueError(f"`u` and `v` must have one shape, got {u.shape} and {v.shape}.")
+        raise ValueError(
+            f"`u` and `v` must have one shape, got {u.shape} and {v.shape}."
+        )
     return u, v
 
 

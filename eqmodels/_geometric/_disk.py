@@ -27,7 +27,9 @@ class Disk(AbstractGeometricModel):
     flux: Float[Array, ""]
     radius: Float[Array, ""]
 
-    def __init__(self, grid: ImageGrid, flux: RealLike, radius: RealLike, *, dtype=None):
+    def __init__(
+        self, grid: ImageGrid, flux: RealLike, radius: RealLike, *, dtype=None
+    ):
         """**Arguments:**
 
         - `grid`: the [`eqmodels.ImageGrid`][] it renders on.

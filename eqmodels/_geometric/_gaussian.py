@@ -3,12 +3,12 @@
 import math
 
 import jax.numpy as jnp
+from jaxtyping import Array, Float
 
 from .._custom_types import RealLike
 from .._grid import ImageGrid
 from .._numerics import FWHM_PER_SIGMA
 from .._validation import check_grid, scalar_leaf
-from jaxtyping import Array, Float
 from ._base import AbstractGeometricModel
 from ._common import model_dtype, points, size_leaf
 

@@ -37,8 +37,8 @@ from ._inputs import (
     default_name as default_name,
     from_shared_vis as from_shared_vis,
     geometric_vis as geometric_vis,
-    is_geometric as is_geometric,
     ImageLike as ImageLike,
+    is_geometric as is_geometric,
     term_grid as term_grid,
 )
 from ._objective import (
