@@ -91,19 +91,21 @@ def _evaluate(order: int, z):
     near = jnp.dot(jnp.cos(phase), np.asarray(_W, dtype), precision="highest")
     # Far arguments: `J_m(−z) = (−1)^m J_m(z)`; the series at |z| (safe where small).
     zl = jnp.where(small, _SWITCH + 1.0, jnp.abs(z))
-    inv = 1.0 / zl
-    inv2 = inv * inv
-    a = _hankel_coefficients(order)
+    # The series in t = 400/|z| ≤ 1, with coefficients a_k / 400^k (small: no
+    # overflow in float32, where a_k alone exceeds its range).
+    t = _SWITCH / zl
+    t2 = t * t
+    a = _hankel_coefficients(order) / _SWITCH ** np.arange(2 * _HANKEL_TERMS)
     sign = (-1.0) ** np.arange(_HANKEL_TERMS)
     p_coef = np.asarray(a[:, 0::2] * sign, dtype)  # (M+1, terms)
     q_coef = np.asarray(a[:, 1::2] * sign, dtype)
     p = jnp.zeros((order + 1, z.shape[1]), dtype)
     q = jnp.zeros((order + 1, z.shape[1]), dtype)
-    for j in reversed(range(_HANKEL_TERMS)):  # Horner in 1/z²
-        p = p * inv2 + p_coef[:, j : j + 1]
-        q = q * inv2 + q_coef[:, j : j + 1]
+    for j in reversed(range(_HANKEL_TERMS)):  # Horner in t²
+        p = p * t2 + p_coef[:, j : j + 1]
+        q = q * t2 + q_coef[:, j : j + 1]
     chi = zl - np.asarray((0.5 * m + 0.25) * np.pi, dtype)
-    far = jnp.sqrt(2.0 / (np.pi * zl)) * (p * jnp.cos(chi) - q * inv * jnp.sin(chi))
+    far = jnp.sqrt(2.0 / (np.pi * zl)) * (p * jnp.cos(chi) - q * t * jnp.sin(chi))
     far = jnp.where(z < 0, np.asarray((-1.0) ** m, dtype) * far, far)
     out = jnp.where(small, near, far).astype(dtype)
     return out.reshape((order + 1, *shape))
