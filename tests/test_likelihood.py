@@ -155,6 +155,27 @@ def test_log_likelihood_of_a_geometric_model_under_vmap():
         np.testing.assert_allclose(float(val), ref, rtol=1e-12)
 
 
+def test_objective_log_likelihood_sums_its_data_terms():
+    rng, img, u, v, sigma = _setup(5)
+    tri_u = np.stack([u[:, 0], u[:, 1], -(u[:, 0] + u[:, 1])], axis=1)
+    tri_v = np.stack([v[:, 0], v[:, 1], -(v[:, 0] + v[:, 1])], axis=1)
+    vis = em.VisChi2(
+        em.DirectFT(GRID, u[:, 0], v[:, 0]), rng.normal(size=12) + 0j, sigma
+    )
+    amp = em.AmpChi2(em.DirectFT(GRID, u[:, 1], v[:, 1]), np.ones(12), sigma)
+    cp = em.ClosurePhaseChi2(
+        em.DirectFT(GRID, tri_u, tri_v), rng.normal(size=12) * 0.1, sigma * 10
+    )
+    obj = 2.0 * vis + amp + cp + 5.0 * em.TV(GRID)
+    assert obj.shared  # the legs are the visibilities' and amplitudes' points
+    x = jnp.asarray(img)
+    ll = eqx.filter_jit(lambda o, x: o.log_likelihood(x))(obj, x)
+    ref = sum(float(t.log_likelihood(x)) for t in (vis, amp, cp))
+    np.testing.assert_allclose(float(ll), ref, rtol=1e-12)
+    with pytest.raises(ValueError, match="no data term"):
+        em.Objective([em.TV(GRID)]).log_likelihood(x)
+
+
 class _Undeclared(em.VisChi2):
     reals_per_row = None
 

@@ -525,6 +525,38 @@ class Objective(AbstractTerm):
             check_real_scalar(v, name, t)
         return values
 
+    def log_likelihood(self, image: ImageLike) -> Scalar:
+        """The Gaussian log-likelihood of all the data terms' data given `image`:
+        the sum of each data term's `log_likelihood` (see
+        [`eqmodels.AbstractDataTerm.log_likelihood_from_vis`][]), **unweighted**
+        (the objective's weights and `chi2_offset` do not enter; regularizers are
+        left out: a prior is the caller's), each term independent of the others.
+        Shared transforms serve it as they serve the value.
+
+        **Arguments:** `image`, an `(ny, nx)` array or an image model (a geometric
+        model through its analytic visibilities).
+
+        **Returns:** `ln L`, a scalar.
+        """
+        img = as_planes(image, objective_grid(self))
+        model = image if is_geometric(image) else None
+        served = self._served_vis(img, model)
+        parts = []
+        for i, t in enumerate(self.terms):
+            if not type(t).is_data:
+                continue
+            if i in served:
+                v = from_shared_vis(t, "log_likelihood_from_vis", served[i])
+            else:
+                v = t.log_likelihood(_argument(t, img, model))
+            parts.append(check_real_scalar(v, self.names[i], t))
+        if not parts:
+            raise ValueError(
+                "the objective has no data term: its log-likelihood is undefined "
+                "(regularizers are priors, not data)."
+            )
+        return jnp.sum(jnp.stack(parts))
+
     def residuals(self, image: ImageLike) -> Float[Array, " m"]:
         """One real residual vector for the whole objective: the terms' residuals
         scaled by `sqrt(w_i)` and concatenated, so `Σ r² = Σ_i w_i T_i(I)` (without
