@@ -12,6 +12,7 @@ import scipy.special as sp
 
 import eqmodels as em
 from eqmodels._geometric._bessel import bessel_j, MAX_ORDER
+from tests.unchecked import unchecked_error
 
 
 UAS = em.uas_to_rad(1.0)
@@ -356,6 +357,24 @@ def test_hybrid_sum_with_a_pixel_model():
         _vis(hybrid, U, V)
     with pytest.raises(ValueError, match="pixel model"):
         em.Shifted(hybrid, UAS, UAS)
+
+
+_NOT_GEOMETRIC = unchecked_error(
+    "em.Rotated(em.GaussianImage(g, 1.0, 1e-10), 0.1)",
+    "TypeError",
+    setup="g = em.ImageGrid(16, 16, 1e-11)",
+)
+_RING_F32 = unchecked_error(
+    "em.MRing(g, 1.0, 2e-11, [[0.1]])",
+    "ValueError",
+    setup="g = em.ImageGrid(16, 16, 1e-11)",
+)
+
+
+def test_errors_without_the_type_checker(unchecked):
+    """As users run it (no runtime type checker, x64 off): our own messages."""
+    assert "must be a geometric model" in unchecked[_NOT_GEOMETRIC]
+    assert "`beta` must be a 1-d sequence" in unchecked[_RING_F32]
 
 
 def test_construction_errors():
