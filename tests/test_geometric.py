@@ -407,3 +407,23 @@ def test_construction_errors():
     term = em.VisChi2(em.DirectFT(em.ImageGrid(64, 64, UAS), U, V), U * 0, U * 0 + 1)
     with pytest.raises(ValueError, match="term's grid"):
         term(em.Disk(GRID, 1.0, 10 * UAS))
+
+
+@pytest.mark.slow  # a solve: ~5-10 s
+def test_levenberg_marquardt_recovers_an_mring():
+    """Parameters in radians beside fluxes in Jy: Levenberg-Marquardt's scaling
+    handles it (docs/solvers.md); the fit reaches the truth within the noise."""
+    rng = np.random.default_rng(3)
+    rho, psi = rng.uniform(1e9, 8e9, 60), rng.uniform(0, 2 * np.pi, 60)
+    u, v = rho * np.sin(psi), rho * np.cos(psi)
+    truth = em.MRing(COARSE, 0.6, 20 * UAS, [0.2 - 0.1j])
+    noise = 0.005 * (rng.normal(size=60) + 1j * rng.normal(size=60))
+    obs = np.asarray(_vis(truth, u, v)) + noise
+    term = em.VisChi2(em.DirectFT(COARSE, u, v), obs, np.full(60, 0.005))
+    start = em.MRing(COARSE, 0.5, 17 * UAS, [0.0j])
+    sol = em.solve(term, start, em.LevenbergMarquardt(), max_steps=100)
+    assert abs(float(sol.model.radius) / UAS - 20) < 0.2
+    assert abs(float(sol.model.flux) - 0.6) < 0.01
+    assert abs(float(sol.model.beta_re[0]) - 0.2) < 0.01
+    assert abs(float(sol.model.beta_im[0]) + 0.1) < 0.01
+    assert float(sol.value) < 1.3
