@@ -396,6 +396,8 @@ def test_construction_errors():
         em.Rotated(em.GaussianImage(GRID, 1.0, 10 * UAS), 0.1)
     with pytest.raises(ValueError, match="different grids"):
         em.Disk(GRID, 1.0, UAS) + em.Disk(em.ImageGrid(64, 64, UAS), 1.0, UAS)
+    with pytest.raises(ValueError, match="different precisions"):
+        em.Disk(GRID, 1.0, UAS) + em.Disk(GRID, 1.0, UAS, dtype=jnp.float32)
     with pytest.raises(ValueError, match="no geometric model"):
         em.Sum(em.GaussianImage(GRID, 1.0, 10 * UAS))
     with pytest.raises(ValueError, match="resolution"):

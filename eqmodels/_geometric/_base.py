@@ -213,6 +213,12 @@ class Sum(AbstractGeometricModel):
                     f"{grid!r} but {type(p).__name__} on {p.grid!r}; build every "
                     "part on one grid."
                 )
+        dtypes = {np.dtype(_dtype_of(p)) for p in flat}
+        if len(dtypes) > 1:
+            raise ValueError(
+                f"`parts` compute in different precisions ({sorted(map(str, dtypes))}): "
+                "build every part with one `dtype` (float32 or float64)."
+            )
         self.parts = tuple(flat)
 
     @property
