@@ -176,6 +176,27 @@ def test_objective_log_likelihood_sums_its_data_terms():
         em.Objective([em.TV(GRID)]).log_likelihood(x)
 
 
+def test_correlation_log_likelihood_counts_unflagged_correlations():
+    """Four correlations a row, each complex with σ per part; a flagged one (NaN)
+    counts for nothing (`n_rows` is the number of unflagged correlations)."""
+    rng = np.random.default_rng(6)
+    n = 6
+    u, v = rng.uniform(-8e9, 8e9, n), rng.uniform(-8e9, 8e9, n)
+    corr = rng.normal(size=(n, 4)) + 1j * rng.normal(size=(n, 4))
+    corr[2, 1] = np.nan
+    sigma = rng.uniform(0.1, 0.3, (n, 4))
+    term = em.CorrelationChi2(em.DirectFT(GRID, u, v), corr, sigma)
+    vis = jnp.asarray(rng.normal(size=(n, 4)) + 1j * rng.normal(size=(n, 4)))
+    model = np.asarray(term.model_correlations(vis))
+    live = np.isfinite(corr)
+    d = np.where(live, model - np.where(live, corr, 0), 0)
+    s = np.where(live, sigma, 1.0)
+    ll = -0.5 * np.sum(np.abs(d) ** 2 / s**2) - 2 * np.sum(np.log(s))
+    ll -= live.sum() * LOG2PI
+    got = eqx.filter_jit(lambda t, x: t.log_likelihood_from_vis(x))(term, vis)
+    np.testing.assert_allclose(float(got), ll, rtol=1e-12)
+
+
 class _Undeclared(em.VisChi2):
     reals_per_row = None
 
