@@ -1,5 +1,26 @@
 """eqmodels: differentiable forward models for interferometric imaging, as Equinox
-modules on JAX."""
+modules on JAX.
+
+Where to start:
+
+- The README's quick start: `python -m eqmodels image --png m87.png` images M87
+  (EHT 2017-04-10, the file the package ships, `eqmodels.example_uvfits()`) with the
+  published recipe; `python -m eqmodels --help` lists the options. Its "A first
+  look" snippet builds an objective and solves it in twenty lines.
+- The docs (`docs/*.md`, `mkdocs serve`): `index.md` (the pages, and the names
+  their snippets start from), `recipe.md` (from uvfits to an image), `data.md`,
+  `terms.md`, `objective.md`, `solvers.md`, `plots.md`, `extending.md`,
+  `errors.md`.
+- The main entry points: `load_uvfits` → `VisData` (and `closure_phases`,
+  `log_closure_amplitudes`, `amplitudes`); `ImageGrid`, `PixelImage`,
+  `GaussianImage`; the data terms `VisChi2`, `ClosurePhaseChi2`,
+  `LogClosureAmpChi2` (each `.from_data(products, grid)`); regularizers
+  `SimpleEntropy`, `TV`, `Flux`; `Objective` (or `w1 * term1 + w2 * term2`);
+  `solve`; `image_m87` (the published recipe); `plot_image`; `save_fits`.
+- `examples/` in a checkout: `quickstart.py`, `m87_walkthrough.py`, ...
+
+Every public name is in `eqmodels.__all__`, each with its own `help()`.
+"""
 
 import importlib.metadata as _metadata
 
@@ -101,10 +122,19 @@ from ._plot._closures import (
     closure_phase_residuals as closure_phase_residuals,
     plot_closure_phase_residuals as plot_closure_phase_residuals,
 )
+from ._plot._dterms import plot_dterms as plot_dterms
 from ._plot._image import (
     image_in_units as image_in_units,
     plot_image as plot_image,
     plot_images as plot_images,
+)
+from ._plot._pol_residuals import (
+    plot_pol_residuals as plot_pol_residuals,
+    pol_residuals as pol_residuals,
+)
+from ._plot._polarization import (
+    evpa_ticks as evpa_ticks,
+    plot_polarization as plot_polarization,
 )
 from ._plot._uv import plot_uv_coverage as plot_uv_coverage
 from ._regularizers._base import (
@@ -225,6 +255,15 @@ from ._terms._correlation import CorrelationChi2 as CorrelationChi2
 
 # --- end Jones ---
 # isort: split
+# --- several frequencies in one image ---
+from ._data._multiband import MultiBandData as MultiBandData
+from ._image._multifreq import MultiFrequencyImage as MultiFrequencyImage
+from ._regularizers._spectral import SpectralL2 as SpectralL2, SpectralTV as SpectralTV
+from ._terms._at_frequency import AtFrequency as AtFrequency
+
+
+# --- end multi-frequency ---
+# isort: split
 # --- recipes and command line ---
 from ._recipe._m87 import (
     closure_score as closure_score,
@@ -264,6 +303,7 @@ __all__ = [
     "amplitudes",
     "AmpProducts",
     "apply_gains",
+    "AtFrequency",
     "beam_from_uv",
     "beta_m",
     "bispectra",
@@ -297,6 +337,7 @@ __all__ = [
     "compiler_options",
     "EllipticalGaussian",
     "enable_compilation_cache",
+    "evpa_ticks",
     "example_uvfits",
     "Flux",
     "FracPolChi2",
@@ -328,6 +369,8 @@ __all__ = [
     "m87_systematic_noise",
     "make_forward",
     "MRing",
+    "MultiBandData",
+    "MultiFrequencyImage",
     "n_rows_leaf",
     "NUFFT",
     "Objective",
@@ -344,9 +387,13 @@ __all__ = [
     "PolSphericalImage",
     "plot_amplitudes",
     "plot_closure_phase_residuals",
+    "plot_dterms",
     "plot_image",
     "plot_images",
+    "plot_pol_residuals",
+    "plot_polarization",
     "plot_uv_coverage",
+    "pol_residuals",
     "PolVisData",
     "PolVisChi2",
     "PolEntropy",
@@ -375,6 +422,8 @@ __all__ = [
     "solve",
     "solve_scipy",
     "SolverOptions",
+    "SpectralL2",
+    "SpectralTV",
     "StationJones",
     "stop_test",
     "StationGains",

@@ -16,9 +16,12 @@ import warnings
 _DEFAULT_OUTPUT = "m87.fits"
 
 
-def plot_image(image, grid, path, *, title: str = "") -> None:
+def plot_image(
+    image, grid, path, *, title: str = "", beam=None, units="Jy/uas2", freq=None
+) -> None:
     """The image saved as a PNG at `path` with [`eqmodels.plot_image`][] (µas axes,
-    east left, a colour bar in Jy/µas², the `plot` extra)."""
+    east left, a colour bar in Jy/µas² or, `units="Tb"`, in kelvin at `freq`; a
+    `beam` FWHM in µas drawn; the `plot` extra)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -28,7 +31,10 @@ def plot_image(image, grid, path, *, title: str = "") -> None:
     from ._plot._image import plot_image as draw
 
     fig, ax = plt.subplots(figsize=(4.8, 4))
-    draw(np.asarray(image), grid, ax=ax, title=title or None)
+    draw(
+        np.asarray(image), grid, ax=ax, title=title or None, beam=beam, units=units,
+        freq=freq,
+    )  # fmt: skip
     fig.tight_layout()
     from ._atomic import atomic_path
 
@@ -45,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="eqmodels", description="eqmodels command line tools."
     )
+    ap.add_argument("--version", action="version", version=_version())
     sub = ap.add_subparsers(dest="command", required=True)
     im = sub.add_parser(
         "image",
@@ -90,6 +97,10 @@ def _parser() -> argparse.ArgumentParser:
         help="compact (zero-baseline) flux in Jy (0.6, M87's)",
     )  # fmt: skip
     im.add_argument(
+        "--zbl-anyway", action="store_true",
+        help="take a --zbl more than 10x from the data's zero-baseline flux",
+    )  # fmt: skip
+    im.add_argument(
         "--png", default=None,
         help="also save a plot of the image (.png, .pdf, .svg, ...)",
     )  # fmt: skip
@@ -104,6 +115,7 @@ def _parser() -> argparse.ArgumentParser:
         "--no-cache", action="store_true",
         help="compile everything anew; read and write no compilation cache",
     )  # fmt: skip
+    _add_newcomer_options(im)
     return ap
 
 
@@ -258,6 +270,7 @@ def main(argv=None) -> int:
     ap = _parser()
     args = ap.parse_args(argv)
     _check_paths(args.parser, args)  # errors as `eqmodels image: error: ...`
+    _check_picture_and_source(args.parser, args)
     t0 = time.perf_counter()
     try:
         return _image(args, t0)
@@ -290,13 +303,15 @@ def _image(args, t0) -> int:
             fast=args.fast,
             log=log,
             **({} if args.zbl is None else {"zbl": args.zbl}),
+            check_zbl=not args.zbl_anyway,
+            **_source_settings(args),
         )
     data, grid = report["data"], report["grid"]
     em.save_fits(image, grid, args.output, overwrite=args.overwrite, data=data)
     log(f"wrote {args.output}")
     if args.png:
         try:
-            plot_image(image, grid, args.png, title=f"{data.source} MJD {data.mjd}")
+            _save_picture(args, image, grid, data)
         except Exception as e:  # noqa: BLE001 - the image is written: say so
             print(
                 f"eqmodels image: error: --png {args.png!r} could not be written "
@@ -322,6 +337,94 @@ def _enable_cache(em, path, log) -> None:
         log(f"compilation cache off (its default folder is unusable: {e})")
         return
     log(f"compilation cache: {where} (--no-cache to turn it off)")
+
+
+# ------------------------------------------------ the picture, the source, --version
+# The EHT's restoring beam for its published 2017 images (Paper IV): 20 µas FWHM.
+_EHT_BEAM_UAS = 20.0
+
+
+def _version() -> str:
+    from . import __version__
+
+    return f"eqmodels {__version__}"
+
+
+def _add_newcomer_options(im: argparse.ArgumentParser) -> None:
+    """The picture's options (`--restore-beam`, `--tb`) and another source's
+    settings (`--prior-fwhm`)."""
+    im.add_argument(
+        "--restore-beam", nargs="?", type=float, const=_EHT_BEAM_UAS, default=None,
+        metavar="UAS",
+        help=(
+            "draw the --png picture restored with a circular Gaussian beam of this "
+            f"FWHM in µas ({_EHT_BEAM_UAS:g}, the EHT's, when given bare), the beam "
+            "drawn; the FITS image is not restored"
+        ),
+    )  # fmt: skip
+    im.add_argument(
+        "--tb", action="store_true",
+        help="the --png picture's colour bar in brightness temperature (K)",
+    )  # fmt: skip
+    im.add_argument(
+        "--prior-fwhm", type=float, default=None, metavar="UAS",
+        help=(
+            "FWHM of the Gaussian prior and first image, µas (40, M87's); another "
+            "source than M87 needs it and --zbl"
+        ),
+    )  # fmt: skip
+
+
+def _check_picture_and_source(ap: argparse.ArgumentParser, args) -> None:
+    """Refuse, before any imaging, picture options without a picture, and a
+    restoring beam or prior size that is not a positive size within the field."""
+    for option, given in (("--restore-beam", args.restore_beam), ("--tb", args.tb)):
+        if given not in (None, False) and args.png is None:
+            ap.error(f"{option} changes the picture only: give --png FILE too.")
+    for option, value in (
+        ("--restore-beam", args.restore_beam),
+        ("--prior-fwhm", args.prior_fwhm),
+    ):
+        if value is not None and not (math.isfinite(value) and 0 < value):
+            ap.error(f"{option} must be a positive FWHM in µas, got {value}.")
+    if args.restore_beam is not None and args.restore_beam >= args.fov:
+        ap.error(
+            f"--restore-beam {args.restore_beam:g} µas is not smaller than the field "
+            f"of view (--fov {args.fov:g} µas)."
+        )
+    if args.prior_fwhm is not None and not args.fov >= 2 * args.prior_fwhm:
+        ap.error(
+            f"--fov must be at least twice --prior-fwhm ({2 * args.prior_fwhm:g} "
+            f"µas: the prior's offset copy sits one FWHM from the centre), got "
+            f"{args.fov:g}."
+        )
+
+
+def _source_settings(args) -> dict:
+    return {} if args.prior_fwhm is None else {"prior_fwhm": args.prior_fwhm}
+
+
+def _save_picture(args, image, grid, data) -> None:
+    """The --png picture: titled with the source, calendar date, band(s) and
+    frequency; restored with `--restore-beam` (the beam drawn), in kelvin with
+    `--tb` (at the bands' mean frequency)."""
+    import numpy as np
+
+    from ._data._recipe_ops import blur_image
+    from ._plot._image import observation_title
+    from ._units import uas_to_rad
+
+    freqs = data.band_freqs
+    # Two lines (source and date; bands and frequency), to fit over the image.
+    title = observation_title(data.source, data.mjd, freqs).replace(", ", "\n", 1)
+    beam = args.restore_beam
+    if beam is not None:
+        image = np.asarray(blur_image(image, grid, uas_to_rad(beam)))
+        title += f", {beam:g} µas beam"
+    plot_image(
+        image, grid, args.png, title=title, beam=beam,
+        units="Tb" if args.tb else "Jy/uas2", freq=float(np.mean(freqs)),
+    )  # fmt: skip
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -309,15 +309,19 @@ def test_recipe_takes_the_2018_station_codes():
 
 
 @pytest.mark.slow
-def test_recipe_warns_about_other_sources_and_days():
+def test_recipe_refuses_other_sources_and_warns_about_days():
     data = em.load_uvfits(DAY_100)
     kw = dict(fast=True, iterations=1, restarts=0)
-    with pytest.warns(UserWarning, match="source is 'SGRA'.*--zbl"):
+    # Another source is refused (issue 41: it was warned about once, and a --zbl
+    # silenced the warning with M87's prior size still in use) ...
+    with pytest.raises(ValueError, match="source is 'SGRA'.*missing: zbl, prior_fwhm"):
         em.image_m87(data.replace(source="SGRA"), **kw)
-    # A compact flux given, even M87's value, is not warned about.
+    with pytest.raises(ValueError, match="--prior-fwhm; missing: prior_fwhm"):
+        em.image_m87(data.replace(source="SGRA"), zbl=0.6, **kw)
+    # ... unless both its settings are given, even M87's values: no warning then.
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*source is")
-        em.image_m87(data.replace(source="SGRA"), zbl=0.6, **kw)
+        em.image_m87(data.replace(source="SGRA"), zbl=0.6, prior_fwhm=40.0, **kw)
     with pytest.warns(UserWarning, match="from 2 days") as record:
         em.image_m87([data, data.replace(mjd=data.mjd + 1)], **kw)
     # Attributed to this line, not to a line inside eqmodels (from a review).

@@ -551,6 +551,7 @@ def test_save_uvfits_refuses(tmp_path, local, unchecked):
     # Two bands: the same file with its frequency moved (as a high band).
     with fits.open(LOCAL) as h:
         h["AIPS AN"].header["FREQ"] = 229.07e9
+        h[0].header["CRVAL4"] = 229.07e9  # (the AN table's FREQ must agree)
         h.writeto(tmp_path / "hi.uvfits")
     two = eqm.concatenate([local, eqm.load_uvfits(tmp_path / "hi.uvfits")])
     with pytest.raises(ValueError, match="hold 2 bands.*save each band"):

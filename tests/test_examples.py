@@ -149,3 +149,37 @@ def test_sharded(tmp_path):
     assert result["grad_diff"] < 1e-9
     assert abs(result["flux"] - 0.6) < 0.06
     check_figures(result, figures, ["sharded.png"])
+
+
+def test_m87_pol_walkthrough(tmp_path, shared_data):
+    """Polarimetric imaging of M87 2017-04-11 with a fixed Stokes I, five steps
+    per round: three rounds (the second and third with the D-terms) whose
+    fractional-polarization χ² falls, Paper VII's numbers in their bounds
+    (|β₂| and the net |m| cannot exceed ⟨|m|⟩), D-terms per station, three
+    figures."""
+    uvfits = (
+        shared_data / "eht" / "m87_2017_pol" / "hops_data" / "April11"
+        / "SR2_M87_2017_101_lo_hops_zbl-dtcal+selfcal.uvfits"
+    )  # fmt: skip
+    stokes_i = shared_data / "reference" / "m87_2017_101_ehtim_pipeline.fits"
+    result, figures = run_example(
+        "m87_pol_walkthrough", str(uvfits), "--stokes-i", str(stokes_i),
+        "--iterations", "5", tmp_path=tmp_path,
+    )  # fmt: skip
+    rounds = result["rounds"]
+    assert [r["round"] for r in rounds] == [1, 2, 3]
+    assert all(np.isfinite(r["objective"]) for r in rounds)
+    assert rounds[2]["m"] < rounds[0]["m"] and "dterm" in rounds[1]
+    s = result["summary"]
+    assert 0 < s["m_net"] <= s["m_avg"] < 1 and 0 <= s["beta2_amp"] <= s["m_avg"]
+    assert -90 <= s["evpa_deg"] <= 90
+    stokes = np.asarray(result["stokes"])
+    assert stokes.shape == (4, 64, 64) and np.all(np.isfinite(stokes))
+    image, _ = em.load_fits(stokes_i)
+    np.testing.assert_allclose(stokes[0], image, rtol=1e-12)  # Stokes I held
+    assert np.all(np.hypot(stokes[1], stokes[2]) < stokes[0] + 1e-15)
+    assert set(result["dterms"]) == {"AA", "AP", "AZ", "LM", "PV", "SM"}
+    held = [np.hypot(*d) for s in ("AA", "AP", "SM") for d in result["dterms"][s]]
+    assert max(held) < 0.005  # the zero-baseline-corrected stations' prior holds
+    names = ["polarization", "dterms", "residuals"]
+    check_figures(result, figures, [f"pol_m87_{n}.png" for n in names])

@@ -8,6 +8,7 @@ fresh ones; add what it finds as an `@example`."""
 
 import math
 import os
+import warnings
 
 import jax.numpy as jnp
 import numpy as np
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import example, given, HealthCheck, settings, strategies as st
 
 import eqmodels as em
+from eqmodels._data._uvfits import UVFITSWarning
 
 
 def names_one_of(err, *names):
@@ -178,7 +180,11 @@ def _load_corrupted(tmp_path, edits):
     path = tmp_path / "corrupt.uvfits"
     path.write_bytes(bytes(raw))
     try:
-        return em.load_uvfits(path)
+        # Rows dropped or suspect are named in a warning (issue 41: the rows
+        # and the reason); what is loaded is checked below.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UVFITSWarning)
+            return em.load_uvfits(path)
     except ValueError as e:
         assert "corrupt.uvfits" in str(e), e
         return None

@@ -14,6 +14,17 @@ from astropy.utils.exceptions import AstropyUserWarning, AstropyWarning
 from .._validation import check_flag, file_path
 from ._field_rotation import MOUNT_CODES
 from ._polvisdata import CIRCULAR, LINEAR, PolVisData
+from ._uvfits_checks import (
+    describe_rows,
+    FREQ_TOLERANCE,
+    geometry_mismatch,
+    GEOMETRY_TOLERANCE,
+    half_gaps,
+    SIGMA_OUTLIER_FACTOR,
+    sigma_outliers,
+    tint_outliers,
+    twin_hands_differ,
+)
 from ._visdata import VisData
 
 
@@ -24,6 +35,10 @@ _STOKES.update({-5: "XX", -6: "YY", -7: "XY", -8: "YX"})
 
 class UVFITSError(ValueError):
     """A file that is not a readable uvfits visibility file."""
+
+
+class UVFITSWarning(UserWarning):
+    """Rows of a uvfits file dropped or suspect (corrupt bytes), named."""
 
 
 def load_uvfits(
@@ -53,6 +68,23 @@ def load_uvfits(
       if every row fails, or the `AIPS AN` table puts a station more than
       `MAX_STATION_RADIUS_M` (1e8 m) from the Earth's centre, the file is
       refused;
+    - with `check=True`, the file's geometry is held against itself (issue 41;
+      docs/data.md "What the reader checks"): each row's `u, v` against the
+      projected baseline from the AN table's station positions, the source
+      position and the row's date, where the AN table gives its `RDATE`
+      (`GEOMETRY_TOLERANCE`, measured on every public EHT file): a few rows
+      that disagree are dropped, most of one station's rows (its position or
+      number is corrupt) or of the file's (a corrupt source position, date or
+      u, v scale, or made-up coordinates) refuse the file; the AN table's
+      `FREQ` must equal the FREQ axis' `CRVAL`; in a file storing Stokes I
+      twice (RR = LL in 99 % of its rows) a row whose hands differ is dropped;
+      a σ 50× off its baseline's neighbours and an `INTTIM` longer than its
+      rows' spacing are reported;
+    - every row dropped, other than those the file flags itself (no weight
+      > 0), and every suspect row is named in one `UVFITSWarning` (a
+      `UserWarning`) with the count, the reason and the rows (the file's
+      groups, from 0); antenna numbers (`NOSTA`) must be unique and `GCOUNT`
+      must agree with the data (both also with `check=False`);
     - `u, v` (stored in light-seconds) times the reference frequency (the AN
       table's `FREQ`, else the FREQ axis) give wavelengths;
     - `time` in hours since 0 h UTC of `mjd = floor(min JD - 2400000.5)`;
@@ -75,8 +107,8 @@ def load_uvfits(
     **Arguments:**
 
     - `path`: the file.
-    - `check`: drop (and count) implausible rows, see above; `False` loads every
-      finite, weighted row as it is.
+    - `check`: drop (and count) implausible rows and check the geometry, see
+      above; `False` loads every finite, weighted row as it is.
     - `polarization`: `"I"` (default) for Stokes I as above; `"full"` for a
       [`eqmodels.PolVisData`][] with the four correlations of a correlation file
       (RR, LL, RL, LR or XX, YY, XY, YX), read as eht-imaging's
@@ -125,6 +157,7 @@ def load_uvfits(
     # standard, a file shorter than its padding) either leaves the values readable
     # or ends in an error, whose message then gives astropy's first warning about
     # the file (not its deprecations, which are astropy's own business).
+    notes = []  # what the checks report about rows, warned once the file is read
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", AstropyWarning)
         try:
@@ -133,7 +166,7 @@ def load_uvfits(
             # caught by the finiteness and plausibility checks, so the flags are
             # not warnings.
             with np.errstate(invalid="ignore", over="ignore"), _open(path) as hdul:
-                parts = _read(hdul, path, check, full)
+                parts = _read(hdul, path, check, full, notes)
             # Inside the `try`: what VisData refuses (a header's OBSDEC of 1e21)
             # is this file's problem, and says so.
             if full:
@@ -161,6 +194,8 @@ def load_uvfits(
     for w in caught:  # the warnings that are not astropy's reading, as they were
         if not issubclass(w.category, AstropyWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if notes:  # one warning: a caller expecting it sees all of it
+        warnings.warn(" ".join(notes), UVFITSWarning, stacklevel=2)
     return data
 
 
@@ -187,6 +222,7 @@ def _open(path: str) -> fits.HDUList:
                 "(no END card)."
             ) from None
         raise
+    _check_gcount(hdul, raw, path)
     last = len(hdul) - 1
     start, size = hdul.fileinfo(last)["datLoc"], hdul[last].size
     after = start + -(-size // _BLOCK) * _BLOCK  # where a next header would begin
@@ -210,6 +246,55 @@ def _open(path: str) -> fits.HDUList:
 
 
 _BLOCK = 2880  # FITS's block: headers and data units are padded to it
+
+
+def _check_gcount(hdul, raw: bytes, path: str):
+    """A `UVFITSError` when the primary header's group count (`GCOUNT`, with
+    `PCOUNT`, `BITPIX` and `NAXISn`) puts the end of the random groups elsewhere
+    than where the first extension (the AN table) begins: astropy then reads
+    too few groups and misses the tables, or reads the tables as groups."""
+    primary = hdul[0]
+    if not isinstance(primary, fits.GroupsHDU):
+        return
+    start = hdul.fileinfo(0)["datLoc"]
+    end = start + -(-primary.size // _BLOCK) * _BLOCK
+    first = raw.find(b"XTENSION=", start)
+    while first >= 0 and first % _BLOCK:
+        first = raw.find(b"XTENSION=", first + 1)
+    first = None if first < 0 else first
+    h = primary.header
+    count = int(h.get("GCOUNT", 1) or 1)
+    group = primary.size // max(count, 1)
+    if first is None or first == end:
+        # Within the data's last block: FITS pads with zero bytes, so a group
+        # left out (GCOUNT too small) leaves non-zero padding, and a group too
+        # many is one of zero bytes (no observation has a date of 0).
+        stop = start + primary.size
+        pad = raw[stop : min(end, len(raw))]
+        if pad.strip(b"\0"):
+            raise UVFITSError(
+                f"{path!r}: the {len(pad)} bytes of padding after the "
+                f"{count} groups the header's GCOUNT counts are not zero: GCOUNT "
+                "is smaller than the number of groups written, or the padding "
+                "is corrupt."
+            )
+        last = raw[stop - group : stop] if group else b"x"
+        if count > 0 and stop <= len(raw) and not last.strip(b"\0"):
+            raise UVFITSError(
+                f"{path!r}: the last of the {count} groups the header's GCOUNT "
+                "counts is all zero bytes (padding, not an observation): GCOUNT "
+                "is larger than the number of groups written."
+            )
+        return
+    low = max(first - _BLOCK + 1 - start, 0) // group if group else 0
+    high = (first - start) // group if group else 0
+    held = f"{high}" if low == high else f"{low + 1} to {high}"
+    raise UVFITSError(
+        f"{path!r}: the header's GCOUNT ({h.get('GCOUNT')} groups of {group} "
+        f"bytes) disagrees with the data: they end at byte {end}, but the first "
+        f"extension begins at byte {first}, after {held} groups. The header "
+        "(GCOUNT, PCOUNT, BITPIX or NAXISn) is corrupt."
+    )
 
 
 def _end_card(raw: bytes, start: int) -> int | None:
@@ -256,7 +341,8 @@ def _groups_data(primary) -> np.ndarray:
     return np.asarray(stored, np.float64) * scale + zero
 
 
-def _read(hdul, path, check=True, full=False) -> dict:
+def _read(hdul, path, check=True, full=False, notes=None) -> dict:
+    notes = [] if notes is None else notes
     primary = hdul[0]
     if not isinstance(primary, fits.GroupsHDU) or primary.header.get("GCOUNT") == 0:
         raise UVFITSError(
@@ -391,6 +477,20 @@ def _read(hdul, path, check=True, full=False) -> dict:
             "FREQ, else the FREQ axis' CRVAL) is not a radio frequency between "
             f"{MIN_FREQ_HZ:g} and {MAX_FREQ_HZ:g} Hz: the header is corrupt."
         )
+    axis_freq = _number(header, f"CRVAL{ctypes['FREQ']}")
+    if (
+        check
+        and axis_freq is not None
+        and math.isfinite(axis_freq)
+        and not abs(freq - axis_freq) <= FREQ_TOLERANCE * abs(axis_freq)
+    ):
+        raise UVFITSError(
+            f"{path!r}: the AIPS AN table's FREQ ({freq:.15g} Hz) and the data's "
+            f"frequency axis (CRVAL{ctypes['FREQ']} = {axis_freq:.15g} Hz) disagree: "
+            "one of them is corrupt, and u, v in wavelengths would be scaled by "
+            f"their ratio ({freq / axis_freq:.6g}); `check=False` loads it with the "
+            "AN table's."
+        )
     if "SOURCE" in parnames:
         ids = np.unique(par(["SOURCE"])[valid])
         if ids.size > 1:
@@ -475,6 +575,15 @@ def _read(hdul, path, check=True, full=False) -> dict:
             f"{xyz[i].tolist()} m, more than {MAX_STATION_RADIUS_M:g} m from the "
             "Earth's centre: the table is corrupt; `check=False` loads it unchecked."
         )
+    numbers, counts = np.unique(nosta, return_counts=True)
+    if np.any(counts > 1):
+        dup = [int(k) for k in numbers[counts > 1]]
+        who = [st_names[i] for i in range(len(nosta)) if int(nosta[i]) in dup]
+        raise UVFITSError(
+            f"{path!r}: the AIPS AN table gives antenna number(s) {dup} to more "
+            f"than one station ({who}): which station a row's BASELINE names is "
+            "ambiguous, the table is corrupt."
+        )
     lookup = {int(k): i for i, k in enumerate(nosta)}
     # Autocorrelations are dropped, but one naming an unknown antenna (a corrupt
     # BASELINE) must not vanish silently either.
@@ -488,6 +597,19 @@ def _read(hdul, path, check=True, full=False) -> dict:
     ant1 = np.array([lookup[int(a)] for a in a1[good]], np.int64)
     ant2 = np.array([lookup[int(a)] for a in a2[good]], np.int64)
 
+    # Degrees in [0, 360], as VisData takes them (a header may hold -10 for 350).
+    ra = _header_angle(header, ctypes, "OBSRA", "RA") % 360.0
+    dec = _header_angle(header, ctypes, "OBSDEC", "DEC")
+    rows = np.arange(n)
+    # Why each row not loaded was dropped, for the warning (rows the file itself
+    # flags, with no weight > 0, are its choice and are only counted).
+    dropped = [
+        (
+            "a u, v, date, integration time or baseline that is not finite",
+            rows[valid & ~finite],
+        ),
+        ("an autocorrelation", rows[valid & finite & ~cross]),
+    ]
     if check:
         bad = implausible_rows(
             u[good], v[good], vis[good], sigma[good], jd[good], xyz, ant1, ant2, freq
@@ -501,26 +623,103 @@ def _read(hdul, path, check=True, full=False) -> dict:
                 "file is corrupt or its station table (AIPS AN) does not match; "
                 "`check=False` loads it unchecked."
             )
-        n_flagged += int(bad.sum())
-        keep = np.flatnonzero(good)[~bad]
+        idx = np.flatnonzero(good)
+        dropped.append(
+            (
+                f"implausible (|V| > {MAX_AMPLITUDE_JY:g} Jy, σ below "
+                f"{MIN_SIGMA_FRACTION:g} of the median, a date more than "
+                f"{MAX_DATE_SPREAD_DAYS:g} days from the median, or |(u, v)| "
+                "beyond the baseline's length)",
+                idx[bad],
+            )
+        )
+        keep = ~bad
+        if len(hands) == 2:
+            differ = twin_hands_differ(raw, hands, ok_pol[0] & ok_pol[1])
+            if differ is not None:
+                twins = differ[idx] & keep
+                dropped.append(
+                    (
+                        f"whose two hands ({names[hands[0]]}, {names[hands[1]]}) "
+                        "differ, while every other row of this file holds the same "
+                        "values in both (Stokes I stored twice)",
+                        idx[twins],
+                    )
+                )
+                keep &= ~twins
+        # (A declination or right ascension no sky position has is VisData's
+        # to refuse, below.)
+        if "RDATE" in an_hdu.header and abs(dec) <= 90.0 and math.isfinite(ra):
+            off = _geometry_check(
+                path,
+                u,
+                v,
+                jd,
+                tint,
+                freq,
+                xyz,
+                ant1,
+                ant2,
+                idx,
+                keep,
+                ra,
+                dec,
+                st_names,
+            )
+            dropped.append(
+                (
+                    "u, v disagree with the geometry the file states (AN "
+                    "positions, source position, date)",
+                    idx[off],
+                )
+            )
+            keep &= ~off
+        n_flagged += int((~keep).sum())
         good = np.zeros_like(good)
-        good[keep] = True
-        ant1, ant2 = ant1[~bad], ant2[~bad]
+        good[idx[keep]] = True
+        ant1, ant2 = ant1[keep], ant2[keep]
+    lost = [(why, r) for why, r in dropped if r.size]
+    if lost:
+        total = sum(r.size for _, r in lost)
+        parts = "; ".join(
+            f"{r.size} {why} (rows {describe_rows(r)})" for why, r in lost
+        )
+        notes.append(
+            f"{path!r}: {total} of {n} rows dropped (counted in n_flagged; rows "
+            f"are the file's groups, from 0): {parts}."
+        )
+    if check:
+        rows_kept = np.flatnonzero(good)
+        pair = np.minimum(ant1, ant2) * 65536 + np.maximum(ant1, ant2)
+        suspect = [
+            (
+                f"a σ more than {SIGMA_OUTLIER_FACTOR:g}× from the median σ of "
+                "its baseline's neighbouring rows",
+                sigma_outliers(sigma[good], tint[good], pair, jd[good]),
+            ),
+            (
+                "an integration time (INTTIM) longer than 1.5 times the time to "
+                "its baseline's next row",
+                tint_outliers(tint[good], pair, jd[good]),
+            ),
+        ]
+        found = [(why, rows_kept[m]) for why, m in suspect if m.any()]
+        if found:
+            parts = "; ".join(
+                f"{r.size} with {why} (rows {describe_rows(r)})" for why, r in found
+            )
+            notes.append(
+                ("Also " if notes else f"{path!r}: ")
+                + "suspect rows, loaded as they are (corrupt bytes, or "
+                f"an unusual observation; rows are the file's groups, from 0): "
+                f"{parts}."
+            )
 
     jd = jd[good]
     mjd = int(np.floor(np.min(jd) - 2400000.5))
     time = (jd - 2400000.5 - mjd) * 24.0
 
     # -- header metadata ----------------------------------------------------------
-    def header_angle(key, axis_name):
-        val = _number(header, key)
-        if val is None and axis_name in ctypes:
-            val = _number(header, f"CRVAL{ctypes[axis_name]}")
-        return float(val) if val is not None else 0.0
-
-    # Degrees in [0, 360], as VisData takes them (a header may hold -10 for 350).
-    ra = header_angle("OBSRA", "RA") % 360.0
-    dec = header_angle("OBSDEC", "DEC")
     source = str(header.get("OBJECT", "unknown")).strip() or "unknown"
     bandwidth = _bandwidth(hdul, path, header, ctypes, raw.shape[1], raw.shape[2])
 
@@ -570,6 +769,73 @@ def _read(hdul, path, check=True, full=False) -> dict:
         )
         | extra
     )
+
+
+def _header_angle(header, ctypes, key, axis_name) -> float:
+    """Header card `key` (degrees), else the CRVAL of axis `axis_name`, else 0."""
+    val = _number(header, key)
+    if val is None and axis_name in ctypes:
+        val = _number(header, f"CRVAL{ctypes[axis_name]}")
+    return float(val) if val is not None else 0.0
+
+
+def _geometry_check(
+    path, u, v, jd, tint, freq, xyz, ant1, ant2, idx, keep, ra, dec, st_names
+) -> np.ndarray:
+    """The rows (of `idx`, those still kept) whose u, v disagree with the file's
+    geometry (`geometry_mismatch`), to be dropped; or a `UVFITSError` when the
+    disagreement is the header's or a station's (most rows, or most of one
+    station's rows, disagree): a corrupt source position, date, u, v scaling or
+    station position, which no row can be trusted against."""
+    known = np.any(xyz != 0, axis=1)
+    judged = keep & known[ant1] & known[ant2]
+    off = np.zeros(idx.size, bool)
+    if not judged.any():
+        return off
+    j = np.flatnonzero(judged)
+    rows = idx[j]
+    pair = np.minimum(ant1[j], ant2[j]) * 65536 + np.maximum(ant1[j], ant2[j])
+    # (The file's median: a row whose time is corrupt cannot widen its own.)
+    slack = np.maximum(np.nan_to_num(tint[rows]), np.median(half_gaps(pair, jd[rows])))
+    with np.errstate(all="ignore"):
+        off[j] = geometry_mismatch(
+            u[rows] / freq,
+            v[rows] / freq,
+            jd[rows],
+            xyz[ant1[j]] - xyz[ant2[j]],
+            ra,
+            dec,
+            slack,
+        )
+    n_off, n_judged = int(off.sum()), int(judged.sum())
+    if n_off == 0:
+        return off
+    rel, abs_m = GEOMETRY_TOLERANCE
+    how = (
+        f"beyond {rel:g} of the baseline + {abs_m:g} m; `check=False` loads "
+        "the file unchecked"
+    )
+    if 2 * n_off > n_judged:
+        raise UVFITSError(
+            f"{path!r}: the u, v of {n_off} of {n_judged} rows disagree with the "
+            "geometry the file states (the AIPS AN table's station positions, the "
+            "source position OBSRA/OBSDEC, the dates, and u, v in light-seconds "
+            f"through their PSCALn; {how}): one of these is corrupt, or the file's "
+            "u, v were not computed from them (a simulation with made-up "
+            "coordinates)."
+        )
+    for s in range(len(st_names)):
+        mine = judged & ((ant1 == s) | (ant2 == s))
+        bad_s = int((off & mine).sum())
+        if bad_s >= 3 and 2 * bad_s > int(mine.sum()):
+            raise UVFITSError(
+                f"{path!r}: the u, v of {bad_s} of {int(mine.sum())} rows of "
+                f"station {st_names[s]!r} disagree with the geometry the file "
+                f"states ({how}), while the other stations' agree: its "
+                f"position in the AIPS AN table ({xyz[s].tolist()} m) or its "
+                "antenna number (NOSTA) is corrupt."
+            )
+    return off
 
 
 def _feeds(an_hdu, basis) -> list[str]:

@@ -15,7 +15,7 @@ X_AXES = ("time", "uvdist")
 
 def closure_phase_residuals(
     products: ClosurePhaseProducts,
-    model: Float[ArrayLike, " n"] | AbstractImageModel,
+    model: Float[ArrayLike, " n"] | Float[ArrayLike, "ny nx"] | AbstractImageModel,
     grid: ImageGrid | None = None,
 ) -> np.ndarray:
     """`wrap(ψ − ψ̂) / σ_ψ` per closure phase, with the difference wrapped into

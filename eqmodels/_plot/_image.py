@@ -232,6 +232,52 @@ def plot_image(
     return ax
 
 
+#: The EHT's 230 GHz bands by centre frequency (GHz): the 2017 and 2018 low and
+#: high bands, and the two lower bands of 2021 on.
+EHT_BANDS_GHZ = {"b1": 213.1, "b2": 215.1, "lo": 227.1, "hi": 229.1}
+
+
+def band_name(freq: float | int) -> str | None:
+    """The EHT band (`"lo"`, `"hi"`, `"b1"`, `"b2"`) of an observing frequency in
+    Hz, within 0.5 GHz of its centre; `None` for any other frequency."""
+    ghz = float(freq) / 1e9
+    for name, centre in EHT_BANDS_GHZ.items():
+        if abs(ghz - centre) <= 0.5:
+            return name
+    return None
+
+
+def observation_title(source: str, mjd: float | int, freqs) -> str:
+    """A plot title naming an observation as the EHT's figures do: the source, the
+    calendar date of `mjd` (a Modified Julian Date, UTC), the band(s) and the
+    frequency in GHz, e.g. `"M87 2017-04-10, lo band, 227.1 GHz"`.
+
+    **Arguments:**
+
+    - `source`: the source's name (`data.source`).
+    - `mjd`: the day (`data.mjd`; a fraction of a day is ignored).
+    - `freqs`: the bands' frequencies in Hz (`data.band_freqs`), or one frequency.
+
+    **Returns:** the title (bands outside the EHT's named ones are given by their
+    frequency only).
+    """
+    import datetime
+
+    freqs = [float(f) for f in np.atleast_1d(np.asarray(freqs, np.float64))]
+    if not freqs or not all(math.isfinite(f) and f > 0 for f in freqs):
+        raise ValueError(f"`freqs` must be frequencies in Hz, > 0, got {freqs!r}.")
+    mjd = float(mjd)
+    if not math.isfinite(mjd):
+        raise ValueError(f"`mjd` must be a finite Modified Julian Date, got {mjd!r}.")
+    day = datetime.date(1858, 11, 17) + datetime.timedelta(days=math.floor(mjd))
+    parts = [f"{source} {day.isoformat()}"]
+    names = [band_name(f) for f in freqs]
+    if all(names):
+        parts.append(f"{'+'.join(names)} band{'s' if len(names) > 1 else ''}")
+    parts.append("+".join(f"{f / 1e9:.1f}" for f in freqs) + " GHz")
+    return ", ".join(parts)
+
+
 def _check_limits(vmin, vmax):
     """Refuse colour limits that are not finite numbers, or not in order."""
     for name, lim in (("vmin", vmin), ("vmax", vmax)):

@@ -101,15 +101,30 @@ def _site(code: str) -> str:
     return SITE_CODES_2018.get(code, code)
 
 
-def _check_recipe_applies(data: VisData, zbl_given: bool) -> None:
-    """Warn where the data are not what the 2017 M87 recipe's settings are for:
-    another source (its compact flux and prior size are M87's) or stations the
-    recipe has no settings for (no systematic noise, no self-calibration)."""
-    if "M87" not in str(data.source).upper() and not zbl_given:
-        warn_user(
-            f"the data's source is {data.source!r}: the recipe's settings are "
-            f"M87's (compact flux zbl={ZBL} Jy, a {PRIOR_FWHM_UAS:g} µas prior). "
-            "Pass `zbl` (the CLI's --zbl) for another source's compact flux.",
+def _check_recipe_applies(
+    data: VisData, zbl_given: bool, prior_given: bool = False
+) -> None:
+    """Refuse another source than M87 unless its own settings are given, and warn
+    about stations the recipe has no settings for (no systematic noise, no
+    self-calibration).
+
+    The recipe's compact flux (`zbl`, 0.6 Jy) and prior size (`prior_fwhm`, 40 µas)
+    are M87's: imaging Sgr A* with them gives a confident, wrong image. Another
+    source (one whose name does not contain "M87") is imaged only when both are
+    given; otherwise `ValueError`, naming both.
+    """
+    if "M87" not in str(data.source).upper() and not (zbl_given and prior_given):
+        missing = [
+            name
+            for name, given in (("zbl", zbl_given), ("prior_fwhm", prior_given))
+            if not given
+        ]
+        raise ValueError(
+            f"the data's source is {data.source!r}, not M87: the recipe's settings "
+            f"are M87's (compact flux zbl={ZBL} Jy, a {PRIOR_FWHM_UAS:g} µas "
+            "Gaussian prior). Give the source's own compact flux and prior size, "
+            "`zbl` (Jy) and `prior_fwhm` (µas) — the command line's --zbl and "
+            f"--prior-fwhm; missing: {', '.join(missing)}."
         )
     unknown = [s for s in data.station_names if _site(s) not in SEFD_ERROR_BUDGET]
     if unknown:
@@ -118,6 +133,38 @@ def _check_recipe_applies(data: VisData, zbl_given: bool) -> None:
             "systematic noise in rounds 1-2 and no self-calibration in rounds 3-4 "
             f"(known: {sorted(SEFD_ERROR_BUDGET)}, and the 2018 codes "
             f"{sorted(SITE_CODES_2018)}).",
+        )
+
+
+class Progress:
+    """Progress lines `[stage k/N] what` for the recipe's stages, through `say`
+    (the recipe's `log`): data preparation, the LMT self-calibration, and for each
+    round its imaging runs (the first compiles the round's objective) and its
+    closing self-calibration; `N = 2 + 2 · rounds`. A round's line says which of
+    all the imaging runs it makes (`runs 1-4 of 16`)."""
+
+    def __init__(self, say, rounds: int, runs_per_round: int):
+        self.say = say
+        self.total = 2 + 2 * rounds
+        self.runs_per_round = runs_per_round
+        self.runs = rounds * runs_per_round
+        self.done = 0
+
+    def __call__(self, what: str) -> None:
+        self.done += 1
+        self.say(f"[stage {self.done}/{self.total}] {what}")
+
+    def round(self, r: int, rounds: int, compiles: bool) -> None:
+        """Round `r`'s line: its runs among all, and whether its objective is
+        compiled first (a round with the previous round's terms reuses its
+        program)."""
+        first = (r - 1) * self.runs_per_round + 1
+        last = r * self.runs_per_round
+        runs = f"run {first}" if first == last else f"runs {first}-{last}"
+        n = self.runs_per_round
+        self(
+            f"round {r}/{rounds}: {'compiling its objective, then ' if compiles else ''}"
+            f"{n} L-BFGS run{'s' if n > 1 else ''} ({runs} of {self.runs})"
         )
 
 
@@ -187,12 +234,37 @@ def _permute_stations(data, order):
     )
 
 
-def prepare_data(paths_or_data, *, zbl: float = ZBL) -> VisData:
+#: `zbl` more than this factor above or below the data's zero-baseline flux (the
+#: median intra-site amplitude, |uv| < 0.1 Gλ) is refused unless
+#: `check_zbl=False` (the CLI's --zbl-anyway): a compact flux is some fraction of
+#: the total (M87: 0.6 of about 1.2 Jy), not a flux in mJy or another source's.
+ZBL_FACTOR = 10.0
+
+
+def check_zbl_against_data(data: VisData, zbl: float) -> None:
+    """Refuse a `zbl` more than `ZBL_FACTOR` from the data's zero-baseline flux."""
+    short = np.asarray(data.uvdist) < UV_ZBLCUT
+    if not short.any():
+        return  # refused by `prepare_data` with its own message
+    current = float(np.median(np.abs(np.asarray(data.vis))[short]))
+    if current > 0 and not (1 / ZBL_FACTOR <= zbl / current <= ZBL_FACTOR):
+        raise ValueError(
+            f"`zbl`={zbl:g} Jy is {zbl / current:.3g} times the data's zero-baseline "
+            f"flux ({current:.4g} Jy, the median amplitude of the {int(short.sum())} "
+            f"intra-site rows shorter than {UV_ZBLCUT:g} λ), more than a factor "
+            f"{ZBL_FACTOR:g} away: every short baseline would be rescaled by that "
+            "much. Give the compact flux in Jy (M87: 0.6), or pass "
+            "`check_zbl=False` (the command line's --zbl-anyway) to use it anyway."
+        )
+
+
+def prepare_data(paths_or_data, *, zbl: float = ZBL, check_zbl: bool = True) -> VisData:
     """The pipeline's data preparation, before any self-calibration: bands
     scan-averaged and joined, intra-site baselines rescaled to `zbl` (by
     `zbl` / the median ALMA–APEX amplitude), absent stations dropped, stations
     ordered by SNR, each band's times shifted by 1e-5 h per band index,
-    reverse-tapered by 5 µas, 2 % fractional noise."""
+    reverse-tapered by 5 µas, 2 % fractional noise. With `check_zbl`, a `zbl`
+    more than `ZBL_FACTOR` (10) from the data's zero-baseline flux is refused."""
     data = drop_absent_stations(load_bands(paths_or_data))
     # One band per timestamp (eht-imaging's pipeline adds 1e-5 h to the second
     # band's times "to avoid mixed closure products"): per-timestamp
@@ -208,16 +280,21 @@ def prepare_data(paths_or_data, *, zbl: float = ZBL) -> VisData:
             f"than {UV_ZBLCUT:g} λ), which the recipe scales to the compact flux "
             f"`zbl`; shortest baseline {float(np.min(data.uvdist)):.4g} λ."
         )
+    if check_flag("check_zbl", check_zbl):
+        check_zbl_against_data(data, zbl)
     data = rescale_zero_baseline(data, zbl, uv_max=UV_ZBLCUT, baseline=pair)
     data = order_stations_by_snr(data)
     data = reverse_taper(data, uas_to_rad(REVERSE_TAPER_UAS))
     return add_fractional_noise(data, FRACTIONAL_NOISE)
 
 
-def initial_image(grid: ImageGrid, zbl: float = ZBL) -> np.ndarray:
-    """The prior and first image: a circular Gaussian of 40 µas FWHM and `zbl` Jy,
-    plus a 1e-3 copy offset by one FWHM in both axes (breaks the symmetry)."""
-    fwhm = uas_to_rad(PRIOR_FWHM_UAS)
+def initial_image(
+    grid: ImageGrid, zbl: float = ZBL, fwhm_uas: float = PRIOR_FWHM_UAS
+) -> np.ndarray:
+    """The prior and first image: a circular Gaussian of `fwhm_uas` (40 µas) FWHM
+    and `zbl` Jy, plus a 1e-3 copy offset by one FWHM in both axes (breaks the
+    symmetry)."""
+    fwhm = uas_to_rad(fwhm_uas)
     g, g2 = _render(
         (
             GaussianImage(grid, zbl, fwhm),
@@ -251,7 +328,7 @@ def selfcal_per_band(data: VisData, image, grid, *, fit_on=None, **kwargs) -> Vi
     """
     fit_on = data if fit_on is None else fit_on
     _, gains = self_calibrate(fit_on, image, grid=grid, interval="timestamp", **kwargs)
-    return gains.calibrate(data, bands="any")
+    return gains.calibrate(data, bands="any", extrapolate=True)
 
 
 # ------------------------------------------------------------------ objectives
@@ -315,8 +392,10 @@ def image_m87(
     stop: float = 1e-4,
     fast: bool = False,
     zbl: float | None = None,
+    prior_fwhm: float | None = None,
     forward: str = "separable",
     log=None,
+    check_zbl: bool = True,
 ):
     """Image M87 with the published 2017 eht-imaging recipe (Paper IV).
 
@@ -330,10 +409,18 @@ def image_m87(
       with `fast`).
     - `stop`: scipy-style `ftol` and `gtol` of every run (1e-4).
     - `fast`: fewer iterations and restarts (for CI and demos).
-    - `zbl`: the compact flux (Jy; `None`: M87's 0.6, with a warning when the data's
-      source is another).
+    - `zbl`: the compact flux (Jy; `None`: M87's 0.6). One more than 10 times
+      above or below the data's zero-baseline flux (the median intra-site
+      amplitude) is refused.
+    - `prior_fwhm`: the FWHM of the Gaussian prior and first image (µas; `None`:
+      M87's 40). Data of another source than M87 are refused unless both `zbl`
+      and `prior_fwhm` are given.
+    - `check_zbl`: `False` to take a `zbl` far from the data's zero-baseline flux
+      anyway.
     - `forward`: the forward model of the data terms.
-    - `log`: a callable taking one line of progress (e.g. `print`), or `None`.
+    - `log`: a callable taking one line of progress (e.g. `print`), or `None`:
+      a `[stage k/N]` line per stage (data, self-calibrations, each round's runs
+      with the count of all runs) and a χ² table row per run.
 
     **Returns:** `(image, report)`: the final `(ny, nx)` image (Jy/pixel, blurred by
     5 µas) and a dict with `grid`, `data` (the prepared `VisData`), `start` (the
@@ -366,12 +453,13 @@ def image_m87(
     # surface as `flux` / `ftol` errors, `stop`'s only after the self-calibration.
     for name, value, what in (
         ("zbl", zbl, "a compact flux in Jy, > 0"),
+        ("prior_fwhm", prior_fwhm, "the prior's FWHM in µas, > 0"),
         ("stop", stop, "the runs' `ftol` and `gtol`, >= 0"),
     ):
-        if value is None and name == "zbl":
+        if value is None and name in ("zbl", "prior_fwhm"):
             continue
         number = not isinstance(value, bool) and isinstance(value, real)
-        low_ok = number and (value > 0 if name == "zbl" else value >= 0)
+        low_ok = number and (value > 0 if name != "stop" else value >= 0)
         if not (number and math.isfinite(value) and low_ok):
             raise ValueError(
                 f"`{name}` must be a finite number ({what}), got {value!r}."
@@ -392,28 +480,36 @@ def image_m87(
         clock[stage] += t - t0
         return t
 
-    if not fov >= 2 * PRIOR_FWHM_UAS:
+    prior_given = prior_fwhm is not None
+    prior_fwhm = PRIOR_FWHM_UAS if prior_fwhm is None else float(prior_fwhm)
+    if not fov >= 2 * prior_fwhm:
         raise ValueError(
-            f"`fov` must be at least {2 * PRIOR_FWHM_UAS:g} µas, got {fov:g}: the "
+            f"`fov` must be at least {2 * prior_fwhm:g} µas, got {fov:g}: the "
             "prior's symmetry-breaking copy sits one FWHM "
-            f"({PRIOR_FWHM_UAS:g} µas) from the centre in both axes."
+            f"({prior_fwhm:g} µas) from the centre in both axes."
         )
     grid = ImageGrid.from_fov(int(npix), float(fov))
     zbl_given = zbl is not None
     zbl = ZBL if zbl is None else zbl
-    data0 = prepare_data(paths_or_data, zbl=zbl)  # eht-imaging's obs_sc_init
-    _check_recipe_applies(data0, zbl_given=zbl_given)
+    progress = Progress(say, len(ROUNDS), restarts + 1)
+    progress("data: loading, scan-averaging, joining the bands, zero baselines")
+    # A given `zbl` is checked against the data (M87's default is, for M87's
+    # data; another source's is refused by `_check_recipe_applies` below).
+    checked = check_flag("check_zbl", check_zbl) and zbl_given
+    data0 = prepare_data(paths_or_data, zbl=zbl, check_zbl=checked)  # obs_sc_init
+    _check_recipe_applies(data0, zbl_given=zbl_given, prior_given=prior_given)
     say(f"data: {data0.n_rows} scan-averaged rows, stations {data0.station_names}")
-    say(table_header())
     res = beam_from_uv(data0.u, data0.v)  # nominal resolution (1/longest baseline)
-    prior = initial_image(grid, zbl)
+    prior = initial_image(grid, zbl, prior_fwhm)
     taper_fwhm = uas_to_rad(REVERSE_TAPER_UAS)
     t = tick("prepare", t_start)
 
     # LMT amplitude+phase self-calibration against a 60 µas Gaussian, on the
     # short baselines (re-tapered: the reverse taper undone), applied to all data.
     data = data0
-    if "LM" in data0.station_names:
+    has_lmt = "LM" in data0.station_names
+    progress(f"self-calibration: {'the LMT' if has_lmt else 'none (no LMT)'}")
+    if has_lmt:
         short = taper(data0.select_uvdist(uv_max=2e9), taper_fwhm)
         gauss = np.asarray(GaussianImage(grid, zbl, uas_to_rad(60.0))())
         data = selfcal_per_band(
@@ -435,7 +531,10 @@ def image_m87(
             beam=res, zbl=zbl, forward=forward,
         )  # fmt: skip
         t = tick("objectives", t)
+        new_terms = r == 1 or weights.keys() != ROUNDS[r - 2].keys()
+        progress.round(r, len(ROUNDS), compiles=new_terms)
         if r == 1:
+            say(table_header())  # over round 1's rows
             v0, terms0 = _report(objective, init)
             start = {"value": v0, "terms": terms0}
             row = {"round": 1, "run": "-", "steps": 0, "end": v0, "terms": terms0}
@@ -461,7 +560,7 @@ def image_m87(
             runs.append(entry)
             say(_table_row(entry))
         rounds.append(runs[-1])
-        # Self-calibration closing the round.
+        progress(f"round {r}/{len(ROUNDS)}: self-calibration")
         if r == 1:
             data = selfcal_per_band(data, image, grid, method="phase")
         elif r == 2:

@@ -12,7 +12,9 @@ from .._forward._base import AbstractForwardModel
 from .._geometric._base import AbstractGeometricModel
 from .._grid import ImageGrid, same_grid
 from .._image._base import AbstractImageModel, evaluated_on
+from .._image._multifreq import MultiFrequencyImage
 from .._numerics import asarray
+from .._validation import refuse_nonfinite_image
 
 
 ImageLike: TypeAlias = (
@@ -78,6 +80,7 @@ def as_planes(
             "(~1e-11 rad) and the terms' constants underflow in half precision. "
             "Cast it first (`image.astype(jnp.float32)`)."
         )
+    refuse_nonfinite_image("image", arr, "a term")
     return arr
 
 
@@ -98,6 +101,25 @@ def geometric_vis(model: AbstractGeometricModel, forward: AbstractForwardModel):
             "shape and pixel size), or the term on the model's."
         )
     return model.visibility_through(forward)
+
+
+def planes_at(
+    image: ImageLike, grid: ImageGrid | None, freq: float | None
+) -> Float[Array, "ny nx"] | Float[Array, "4 ny nx"]:
+    """`as_planes(image, grid)` at frequency `freq` (Hz): a
+    [`eqmodels.MultiFrequencyImage`][] gives `image.at(freq)`; an array or any
+    other image model is the same at every frequency (a flat spectrum).
+    `freq=None` is the image as given (a multi-frequency model's `model()`, the
+    image at its reference frequency)."""
+    if freq is None or not isinstance(image, MultiFrequencyImage):
+        return as_planes(image, grid)
+    if grid is not None and not same_grid(image.grid, grid):
+        raise ValueError(
+            f"`image` is a MultiFrequencyImage on {image.grid!r} but the term is "
+            f"built on {grid!r}: build the image model on the term's grid (same "
+            "shape and pixel size), or the term on the model's."
+        )
+    return as_planes(image.at(freq), grid)
 
 
 def is_stokes(arr: Array, grid: ImageGrid | None = None) -> bool:

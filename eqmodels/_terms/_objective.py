@@ -25,7 +25,6 @@ from .._numerics import asarray
 from .._sharding._mesh import sharded_parts, unsplit
 from .._validation import check_flag, is_concrete
 from ._inputs import (
-    as_planes,
     as_stokes,
     check_real_residuals,
     check_real_scalar,
@@ -35,6 +34,7 @@ from ._inputs import (
     ImageLike,
     is_geometric,
     is_stokes,
+    planes_at,
     term_grid,
 )
 from ._shared import merge, raw_source, share_key, SharedForward, unwrap
@@ -68,6 +68,13 @@ class AbstractTerm(eqx.Module):
     `(*points, 4)`, a regularizer's `penalty` the `(4, ny, nx)` planes. A term
     that does not declare it, given a polarimetric image, uses its I plane.
 
+    **Multi-frequency terms.** The property `band_frequency` (default `None`) says at
+    which frequency an objective evaluates a [`eqmodels.MultiFrequencyImage`][]
+    for the term (see [`eqmodels.AtFrequency`][]). The class attribute
+    `takes_model` (default `False`) declares a term that an objective hands the
+    image argument as given (an image model, not its evaluated planes): what the
+    spectral regularizers need, the model's spectral maps.
+
     **Report names.** The class attribute `report_name` is the key under which an
     objective reports the term (`"amp"`, `"cphase"`, `"tv"`, ... for the built-in
     terms, eht-imaging's short names). A subclass inherits its parent's unless it
@@ -78,6 +85,18 @@ class AbstractTerm(eqx.Module):
     has_residuals: ClassVar[bool] = False
     polarimetric: ClassVar[bool] = False
     is_data: ClassVar[bool] = False
+    takes_model: ClassVar[bool] = False
+
+    @property
+    def band_frequency(self) -> float | None:
+        """The frequency (Hz) at which an objective evaluates a
+        [`eqmodels.MultiFrequencyImage`][] for this term (`model.at(frequency)`;
+        any other image is the same at every frequency), or `None` (default): the
+        image as given (a multi-frequency model's `model()`, its reference
+        frequency). Set by [`eqmodels.AtFrequency`][]; an objective serves the
+        terms of one frequency from one shared transform, never mixing
+        frequencies."""
+        return None
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -475,14 +494,33 @@ class Objective(AbstractTerm):
             lambda o: o.weights, self, weights.astype(self.weights.dtype)
         )
 
-    def _served_vis(self, img, model=None) -> dict[int, Array]:
-        """Each shared member's visibilities, by term position. Given a Stokes image
-        `(4, ny, nx)`, a group with a polarimetric member transforms the four planes
-        at once (its Stokes I members get the I column), a group without one the I
-        plane alone. Given a geometric `model`, a group without a polarimetric
-        member takes its visibilities at the shared points from the model."""
+    def _planes(self, image: ImageLike) -> dict:
+        """The image's planes at each frequency the terms ask for (`None`: the
+        image as given), each evaluated once: `{frequency: planes}`."""
+        grid = objective_grid(self)
+        freqs = []
+        for t in self.terms:
+            if not type(t).takes_model and t.band_frequency not in freqs:
+                freqs.append(t.band_frequency)
+        return {f: planes_at(image, grid, f) for f in freqs}
+
+    def _term_input(self, t: AbstractTerm, image: ImageLike, planes: dict):
+        """What term `t` is evaluated on: the image as given (`takes_model`, or a
+        data term given a geometric model: its analytic visibilities) or its
+        planes at the term's frequency."""
+        if type(t).takes_model or (type(t).is_data and is_geometric(image)):
+            return image
+        return planes[t.band_frequency]
+
+    def _served_vis(self, planes: dict, model=None) -> dict[int, Array]:
+        """Each shared member's visibilities, by term position, from the planes
+        at the group's frequency (`planes`: `{frequency: planes}`). Given a Stokes
+        image `(4, ny, nx)`, a group with a polarimetric member transforms the four
+        planes at once (its Stokes I members get the I column), a group without one
+        the I plane alone. Given a geometric `model` (the same at every
+        frequency), a group without a polarimetric member takes its visibilities
+        at the shared points from the model."""
         served = {}
-        stokes = is_stokes(img)
         for group in self.shared:
             if model is not None and not any(
                 self.terms[m].polarimetric for m in group.members
@@ -490,6 +528,8 @@ class Objective(AbstractTerm):
                 vis = geometric_vis(model, unwrap(group.forward)[0])
                 served.update(zip(group.members, group.gather(vis)))
                 continue
+            img = planes[self.terms[group.members[0]].band_frequency]
+            stokes = is_stokes(img)
             pol = [self.terms[m].polarimetric for m in group.members]
             if not stokes:
                 if any(pol):
@@ -512,13 +552,12 @@ class Objective(AbstractTerm):
         **Arguments:** `image`, an `(ny, nx)` array or an image model (evaluated
         once; each shared transform too).
         """
-        img = as_planes(image, objective_grid(self))
-        model = image if is_geometric(image) else None
-        served = self._served_vis(img, model)
+        planes = self._planes(image)
+        served = self._served_vis(planes, image if is_geometric(image) else None)
         values = tuple(
             from_shared_vis(t, "chi2_from_vis", served[i])
             if i in served
-            else t(_argument(t, img, model))
+            else t(self._term_input(t, image, planes))
             for i, t in enumerate(self.terms)
         )
         for name, t, v in zip(self.names, self.terms, values):
@@ -538,9 +577,13 @@ class Objective(AbstractTerm):
 
         **Returns:** `ln L`, a scalar.
         """
-        img = as_planes(image, objective_grid(self))
-        model = image if is_geometric(image) else None
-        served = self._served_vis(img, model)
+        if not any(type(t).is_data for t in self.terms):
+            raise ValueError(
+                "the objective has no data term: its log-likelihood is undefined "
+                "(regularizers are priors, not data)."
+            )
+        planes = self._planes(image)
+        served = self._served_vis(planes, image if is_geometric(image) else None)
         parts = []
         for i, t in enumerate(self.terms):
             if not type(t).is_data:
@@ -548,13 +591,8 @@ class Objective(AbstractTerm):
             if i in served:
                 v = from_shared_vis(t, "log_likelihood_from_vis", served[i])
             else:
-                v = t.log_likelihood(_argument(t, img, model))
+                v = t.log_likelihood(self._term_input(t, image, planes))
             parts.append(check_real_scalar(v, self.names[i], t))
-        if not parts:
-            raise ValueError(
-                "the objective has no data term: its log-likelihood is undefined "
-                "(regularizers are priors, not data)."
-            )
         return jnp.sum(jnp.stack(parts))
 
     def residuals(self, image: ImageLike) -> Float[Array, " m"]:
@@ -581,15 +619,14 @@ class Objective(AbstractTerm):
                 "residuals need non-negative weights (they are scaled by sqrt(w)); "
                 f"got {np.asarray(self.weights)}."
             )
-        img = as_planes(image, objective_grid(self))
-        model = image if is_geometric(image) else None
-        served = self._served_vis(img, model)
+        planes = self._planes(image)
+        served = self._served_vis(planes, image if is_geometric(image) else None)
         out = []
         for i, t in enumerate(self.terms):
             if i in served:
                 r = from_shared_vis(t, "residuals_from_vis", served[i])
             else:
-                r = t.residuals(_argument(t, img, model))
+                r = t.residuals(self._term_input(t, image, planes))
             check_real_residuals(r, self.names[i], t)
             out.append(jnp.sqrt(self.weights[i]).astype(r.dtype) * r.reshape(-1))
         if len(out) == 1:
@@ -649,17 +686,13 @@ class Objective(AbstractTerm):
         return f"Objective({' + '.join(parts)}, chi2_offset={self.chi2_offset})"
 
 
-def _argument(term: AbstractTerm, img, model):
-    """What a term evaluated on its own gets: a data term the geometric `model`
-    (its analytic visibilities), when there is one; otherwise the image array."""
-    return model if model is not None and type(term).is_data else img
-
-
 def _share(terms: list[AbstractTerm], groups: list[SharedForward]):
     """Merge every shareable data term and every existing group with the same share
     key into one group; members drop their own forward model."""
     buckets: dict = {}  # share key -> (wrapping, [(source, is_group)])
     out: list[SharedForward] = []
+    # Terms at different frequencies (`AtFrequency`) see different images: one
+    # shared transform per frequency, never one across them.
     for g in groups:
         forward, wrapping = unwrap(g.forward)
         key = share_key(forward)
@@ -667,17 +700,18 @@ def _share(terms: list[AbstractTerm], groups: list[SharedForward]):
             out.append(g)
         else:
             source = (forward, g.members, g.index, g.conj)
-            buckets.setdefault((key, wrapping), []).append((source, g))
+            freq = terms[g.members[0]].band_frequency
+            buckets.setdefault((key, wrapping, freq), []).append((source, g))
     for i, t in enumerate(terms):
         if not type(t).is_data:
             continue
         forward, wrapping = t.sharing()
         key = share_key(forward)
         if key is not None:
-            buckets.setdefault((key, wrapping), []).append(
+            buckets.setdefault((key, wrapping, t.band_frequency), []).append(
                 (raw_source(forward, i), None)
             )
-    for (_, wrapping), sources in buckets.items():
+    for (_, wrapping, _), sources in buckets.items():
         if len(sources) == 1 and sources[0][1] is not None:
             out.append(sources[0][1])  # an existing group, nothing new to join
             continue

@@ -24,7 +24,7 @@ from .._sharding._mesh import (
 )
 from ._base import AbstractDataTerm, check_rows_declared, n_rows_leaf
 from ._common import index_key_leaf
-from ._inputs import as_planes, from_shared_vis, ImageLike
+from ._inputs import from_shared_vis, ImageLike, planes_at
 from ._objective import AbstractTerm
 from ._wrapper import AbstractTermWrapper
 
@@ -262,7 +262,10 @@ class ShardedChi2(AbstractTermWrapper, AbstractSharded):
             in_specs=(_row_specs(self.term, axis), P()),
             out_specs=out_spec,
             check_vma=False,
-        )(self.term, as_planes(image, None if fwd is None else fwd.grid))
+        )(
+            self.term,
+            planes_at(image, None if fwd is None else fwd.grid, self.band_frequency),
+        )
 
     def __call__(self, image: ImageLike) -> Scalar:
         """**Arguments:** `image`, an `(ny, nx)` array or an image model.

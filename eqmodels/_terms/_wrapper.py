@@ -66,6 +66,11 @@ class AbstractTermWrapper(AbstractDataTerm):
         return self.term.reals_per_row
 
     @property
+    def band_frequency(self) -> float | None:  # type: ignore[override]
+        """The inner term's (an [`eqmodels.AtFrequency`][] inside sets it)."""
+        return self.term.band_frequency
+
+    @property
     def weight(self) -> Float[Array, " n *values"]:  # type: ignore[override]
         return self.term.weight
 
