@@ -97,6 +97,20 @@ from ._data._visdata import VisData as VisData
 # --- end data ---
 # --- terms, regularizers, image models, objective ---
 from ._forward._select import make_forward as make_forward
+from ._geometric._base import (
+    AbstractGeometricModel as AbstractGeometricModel,
+    Sum as Sum,
+)
+from ._geometric._blurred import Blurred as Blurred
+from ._geometric._crescent import Crescent as Crescent
+from ._geometric._disk import Disk as Disk
+from ._geometric._gaussian import EllipticalGaussian as EllipticalGaussian
+from ._geometric._mring import MRing as MRing
+from ._geometric._transforms import (
+    Rotated as Rotated,
+    Shifted as Shifted,
+    Stretched as Stretched,
+)
 from ._image._beta import beta_m as beta_m
 from ._image._gaussian import GaussianImage as GaussianImage
 from ._image._pol_gaussian import PolGaussianImage as PolGaussianImage
@@ -272,6 +286,7 @@ __all__ = [
     "AbstractForwardModel",
     "AbstractGainPrior",
     "AbstractGains",
+    "AbstractGeometricModel",
     "AbstractGradientSolver",
     "AbstractImageModel",
     "AbstractJones",
@@ -299,6 +314,7 @@ __all__ = [
     "BispectrumChi2",
     "BispectrumProducts",
     "blur_image",
+    "Blurred",
     "BoxPulse",
     "Centroid",
     "closure_amplitudes",
@@ -316,12 +332,15 @@ __all__ = [
     "Compactness2",
     "concatenate",
     "CorrelationChi2",
+    "Crescent",
     "DeltaPulse",
     "DirectFT",
+    "Disk",
     "DTermPrior",
     "DTermTable",
     "EHT2017",
     "compiler_options",
+    "EllipticalGaussian",
     "enable_compilation_cache",
     "evpa_ticks",
     "example_uvfits",
@@ -354,6 +373,7 @@ __all__ = [
     "LogClosureAmpProducts",
     "m87_systematic_noise",
     "make_forward",
+    "MRing",
     "MultiBandData",
     "MultiFrequencyImage",
     "n_rows_leaf",
@@ -392,6 +412,7 @@ __all__ = [
     "RESULTS",
     "reverse_taper",
     "RingImage",
+    "Rotated",
     "save_fits",
     "save_uvfits",
     "self_calibrate",
@@ -402,6 +423,7 @@ __all__ = [
     "ShardedChi2",
     "ShardedForward",
     "sharded_parts",
+    "Shifted",
     "SimpleEntropy",
     "Solution",
     "solution_intervals",
@@ -420,6 +442,8 @@ __all__ = [
     "StokesVL2",
     "StokesVTSV",
     "StokesVTV",
+    "Stretched",
+    "Sum",
     "survey",
     "SurveyResult",
     "taper",
