@@ -97,6 +97,20 @@ from ._data._visdata import VisData as VisData
 # --- end data ---
 # --- terms, regularizers, image models, objective ---
 from ._forward._select import make_forward as make_forward
+from ._geometric._base import (
+    AbstractGeometricModel as AbstractGeometricModel,
+    Sum as Sum,
+)
+from ._geometric._blurred import Blurred as Blurred
+from ._geometric._crescent import Crescent as Crescent
+from ._geometric._disk import Disk as Disk
+from ._geometric._gaussian import EllipticalGaussian as EllipticalGaussian
+from ._geometric._mring import MRing as MRing
+from ._geometric._transforms import (
+    Rotated as Rotated,
+    Shifted as Shifted,
+    Stretched as Stretched,
+)
 from ._image._beta import beta_m as beta_m
 from ._image._gaussian import GaussianImage as GaussianImage
 from ._image._pol_gaussian import PolGaussianImage as PolGaussianImage
@@ -208,6 +222,7 @@ from ._data._recipe_ops import (
 )
 from ._gains._abstract import AbstractGains as AbstractGains
 from ._gains._corrected import GainCorrected as GainCorrected
+from ._gains._dterm_table import DTermTable as DTermTable
 from ._gains._intervals import solution_intervals as solution_intervals
 from ._gains._joint import WithGains as WithGains
 from ._gains._priors import (
@@ -216,9 +231,12 @@ from ._gains._priors import (
     GainPhaseReference as GainPhaseReference,
     GainSmoothness as GainSmoothness,
 )
+from ._gains._rl_gain_table import RLGainTable as RLGainTable
 from ._gains._selfcal import self_calibrate as self_calibrate
 from ._gains._station_gains import StationGains as StationGains
 from ._gains._with_gains import with_gains as with_gains
+from ._polcal._leakage import leakage_calibrate as leakage_calibrate
+from ._polcal._polgains import polgains_calibrate as polgains_calibrate
 
 
 # --- end gains ---
@@ -269,6 +287,7 @@ __all__ = [
     "AbstractForwardModel",
     "AbstractGainPrior",
     "AbstractGains",
+    "AbstractGeometricModel",
     "AbstractGradientSolver",
     "AbstractImageModel",
     "AbstractJones",
@@ -296,6 +315,7 @@ __all__ = [
     "BispectrumChi2",
     "BispectrumProducts",
     "blur_image",
+    "Blurred",
     "BoxPulse",
     "Centroid",
     "closure_amplitudes",
@@ -313,11 +333,15 @@ __all__ = [
     "Compactness2",
     "concatenate",
     "CorrelationChi2",
+    "Crescent",
     "DeltaPulse",
     "DirectFT",
+    "Disk",
     "DTermPrior",
+    "DTermTable",
     "EHT2017",
     "compiler_options",
+    "EllipticalGaussian",
     "enable_compilation_cache",
     "evpa_ticks",
     "example_uvfits",
@@ -351,6 +375,7 @@ __all__ = [
     "LogClosureAmpProducts",
     "m87_systematic_noise",
     "make_forward",
+    "MRing",
     "MultiBandData",
     "MultiFrequencyImage",
     "n_rows_leaf",
@@ -389,13 +414,18 @@ __all__ = [
     "RESULTS",
     "reverse_taper",
     "RingImage",
+    "Rotated",
     "save_fits",
     "save_uvfits",
     "self_calibrate",
+    "leakage_calibrate",
+    "polgains_calibrate",
+    "RLGainTable",
     "SeparableFT",
     "ShardedChi2",
     "ShardedForward",
     "sharded_parts",
+    "Shifted",
     "SimpleEntropy",
     "Solution",
     "solution_intervals",
@@ -414,6 +444,8 @@ __all__ = [
     "StokesVL2",
     "StokesVTSV",
     "StokesVTV",
+    "Stretched",
+    "Sum",
     "survey",
     "SurveyResult",
     "taper",

@@ -97,6 +97,10 @@ def _parser() -> argparse.ArgumentParser:
         help="compact (zero-baseline) flux in Jy (0.6, M87's)",
     )  # fmt: skip
     im.add_argument(
+        "--zbl-anyway", action="store_true",
+        help="take a --zbl more than 10x from the data's zero-baseline flux",
+    )  # fmt: skip
+    im.add_argument(
         "--png", default=None,
         help="also save a plot of the image (.png, .pdf, .svg, ...)",
     )  # fmt: skip
@@ -313,6 +317,7 @@ def _image(args, t0) -> int:
             fast=args.fast,
             log=log,
             **({} if args.zbl is None else {"zbl": args.zbl}),
+            check_zbl=not args.zbl_anyway,
             **_source_settings(args),
         )
     data, grid = report["data"], report["grid"]

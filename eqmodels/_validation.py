@@ -26,6 +26,56 @@ def is_concrete(x) -> bool:
     return not isinstance(x, jax.core.Tracer)
 
 
+#: Julian dates of 1800-01-01 and 2200-01-01: a "modified Julian date" in this
+#: range is a Julian date (MJD = JD − 2400000.5).
+_JD_RANGE = (2378496.5, 2524593.5)
+#: Modified Julian dates of 1800-01-01 and 2200-01-01 (what a date in seconds
+#: since MJD 0, divided by 86400, should fall in).
+_MJD_RANGE = (-21504.0, 124593.0)
+
+
+def refuse_julian_date(name: str, mjd) -> None:
+    """Refuse a modified Julian date that is a Julian date (2457854.5, not
+    57854.0) or a time in seconds since MJD 0 (57854 × 86400), stating the
+    conversion; any other value passes (the caller checks its own range)."""
+    if not is_concrete(mjd):
+        return
+    value = float(np.asarray(mjd))
+    if _JD_RANGE[0] <= value <= _JD_RANGE[1]:
+        raise ValueError(
+            f"`{name}`={mjd!r} looks like a Julian date, not a modified Julian "
+            f"date: MJD = JD − 2400000.5 = {value - 2400000.5:.10g}."
+        )
+    if value > _JD_RANGE[1] and _MJD_RANGE[0] <= value / 86400.0 <= _MJD_RANGE[1]:
+        raise ValueError(
+            f"`{name}`={mjd!r} looks like seconds since MJD 0, not days: "
+            f"MJD = seconds / 86400 = {value / 86400.0:.10g}."
+        )
+
+
+def refuse_nonfinite_image(name: str, image, who: str) -> None:
+    """Refuse a concrete image with NaN or infinite pixels (`who` names what was
+    given it): every visibility, and so the whole objective, would be NaN. A traced
+    image is not looked at (no check inside `jit`: turn on JAX's
+    `jax_debug_nans` / `jax_debug_infs` to find the first NaN there, see
+    docs/errors.md)."""
+    if not is_concrete(image):
+        return
+    arr = np.asarray(image)
+    if not np.issubdtype(arr.dtype, np.inexact):
+        return
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        n_nan = int(np.isnan(arr).sum())
+        n_inf = int(bad.sum()) - n_nan
+        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(
+            f"`{name}` given to {who} has {n_nan} NaN and {n_inf} infinite "
+            f"pixel(s) (the first at index {first}): every visibility would be NaN. "
+            "Replace them (`np.nan_to_num(image)`) or find where they come from."
+        )
+
+
 def resolve_float_dtype(dtype, *arrays) -> np.dtype:
     """The floating dtype a model computes in.
 

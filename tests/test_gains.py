@@ -110,10 +110,13 @@ def test_gains_carry_their_day():
     both = em.concatenate([day_before, d])  # d's rows at 24 h + their hours
     second = np.asarray(both.time) >= 24.0
     assert second.sum() == d.n_rows
-    cal = g.calibrate(both)
+    # The first day lies before every interval: refused (issue 41) unless asked.
+    with pytest.raises(ValueError, match="24 h before these gains' intervals"):
+        g.calibrate(both)
+    cal = g.calibrate(both, extrapolate=True)
     assert_allclose(np.asarray(cal.vis)[second], alone.vis, rtol=1e-14)
-    # The first day lies before every interval: the nearest (first) one, per station.
-    first = g.at(both)
+    # Asked for: the nearest (first) interval, per station.
+    first = g.at(both, extrapolate=True)
     assert int(first.mjd) == both.mjd
     np.testing.assert_array_equal(
         np.asarray(first.slot_interval)[: len(d.timestamps())], 0
@@ -146,7 +149,7 @@ def test_at_nearest_in_time_and_by_name():
         station_names=("SM", "AA", "XX"),
         freq=230e9,
     )
-    moved = g.at(other)
+    moved = g.at(other, extrapolate=True)  # 9.0 h: 5.5 h beyond the last
     # Per station (columns SM, AA, XX). AA has data in every scan: 0.5 h → scan 0
     # (before the start); 1.4 h is nearer scan 0's end (1.01) than scan 1's start
     # (2.0); 1.9 → scan 1; 2.7 → 1 (nearer 2.005 than 3.5); 9 → 2. SM has no data

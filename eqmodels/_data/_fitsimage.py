@@ -12,7 +12,13 @@ from .._atomic import atomic_path
 from .._custom_types import RealScalar
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
-from .._validation import check_flag, file_path, positive_number
+from .._units import RAD_PER_UAS
+from .._validation import (
+    check_flag,
+    file_path,
+    positive_number,
+    refuse_julian_date,
+)
 from ._visdata import check_ra_dec, check_visdata, VisData
 
 
@@ -124,6 +130,7 @@ def save_fits(
         # A modified Julian date: a `VisData.mjd`, plus the time of day / 24 if
         # wanted.
         mjd = positive_number("mjd", mjd, allow_zero=True)
+        refuse_julian_date("mjd", mjd)
     if not isinstance(source, str):
         raise TypeError(f"`source` must be a string (the OBJECT name), got {source!r}.")
     overwrite = check_flag("overwrite", overwrite)
@@ -306,6 +313,7 @@ def load_fits(
             value = None
         if value is not None and math.isclose(value, psize, rel_tol=1e-12):
             psize = value
+    _check_reference_position(header, psize, path)
     pads = [
         _centring_pad(header.get(f"CRPIX{k}"), n, k, path)
         for k, n in ((2, data.shape[1]), (1, data.shape[2]))
@@ -316,7 +324,15 @@ def load_fits(
     img = data[:, ::-1, :] if d2 > 0 else data
     img = img[:, :, ::-1] if d1 > 0 else img
     img = img[0] if len(img) == 1 else img
-    grid = ImageGrid(img.shape[-2], img.shape[-1], psize)
+    try:
+        grid = ImageGrid(img.shape[-2], img.shape[-1], psize)
+    except ValueError as e:
+        # ImageGrid's message speaks of an argument the reader never saw.
+        raise ValueError(
+            f"{path!r}: pixels of {math.degrees(psize):.6g} degrees "
+            f"({psize:.6g} rad; CDELT1/CDELT2 in degrees) are not an image eqmodels "
+            f"can place ({e}) Check the header's CDELT1/CDELT2 (degrees) and CUNIT."
+        ) from None
     if metadata:
         return np.ascontiguousarray(img), grid, _metadata(header, path)
     return np.ascontiguousarray(img), grid
@@ -415,6 +431,46 @@ def _centring_pad(crpix, n: int, k: int, path: str) -> tuple[int, int]:
     if twice / 2 > n / 2 + 0.5:  # right of the centre: pad after
         return 0, twice - 1 - n
     return n + 1 - twice, 0
+
+
+def _check_reference_position(header, psize: float, path: str) -> None:
+    """Refuse an image whose reference pixel (CRVAL of the RA and Dec axes) is not
+    at the observation's phase centre (`OBSRA`/`OBSDEC`, as eht-imaging writes
+    both): centred on its reference pixel, as `load_fits` places it, the image
+    would sit off the data's phase centre by that offset."""
+
+    def value(key):
+        v = header.get(key)
+        if v is None or isinstance(v, bool | str):
+            return None
+        v = float(v)
+        return v if math.isfinite(v) else None
+
+    axes = {}
+    for k in range(1, int(header.get("NAXIS", 0)) + 1):
+        kind = str(header.get(f"CTYPE{k}", "")).strip().upper()
+        for prefix in ("RA", "DEC"):
+            if kind.startswith(prefix) and prefix not in axes:
+                axes[prefix] = k
+    if "RA" not in axes or "DEC" not in axes:
+        return
+    ra, dec = value(f"CRVAL{axes['RA']}"), value(f"CRVAL{axes['DEC']}")
+    obs_ra, obs_dec = value("OBSRA"), value("OBSDEC")
+    if None in (ra, dec, obs_ra, obs_dec):
+        return
+    d_ra = ((ra - obs_ra + 180.0) % 360.0 - 180.0) * math.cos(math.radians(obs_dec))
+    offset = math.radians(math.hypot(d_ra, dec - obs_dec))
+    if offset > psize / 2:
+        raise ValueError(
+            f"{path!r}: the reference pixel's position (CRVAL{axes['RA']}, "
+            f"CRVAL{axes['DEC']} = {ra!r}, {dec!r} degrees) is "
+            f"{offset / RAD_PER_UAS:.4g} µas ({offset / psize:.3g} pixels) from the "
+            f"phase centre (OBSRA, OBSDEC = {obs_ra!r}, {obs_dec!r}): `load_fits` "
+            "centres the image on its reference pixel, so it would sit that far off "
+            "the data's phase centre. Shift the image so that its reference pixel "
+            "is the phase centre (or set CRVAL to OBSRA/OBSDEC if the header is "
+            "wrong), then load it."
+        )
 
 
 def _metadata(header, path: str) -> dict[str, Any]:

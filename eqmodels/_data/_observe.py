@@ -14,7 +14,13 @@ from .._forward._select import ForwardLike, make_forward
 from .._grid import ImageGrid
 from .._image._base import AbstractImageModel, evaluated_on
 from .._numerics import asarray
-from .._validation import check_flag, is_concrete, positive_number, warn_user
+from .._validation import (
+    check_flag,
+    is_concrete,
+    positive_number,
+    refuse_julian_date,
+    warn_user,
+)
 from ._earth import baseline_uvw, elevation, gmst
 from ._observe_pol import observe_polarimetric
 from ._polvisdata import PolVisData
@@ -109,6 +115,7 @@ def uv_tracks(
     ra, dec = check_ra_dec(ra, dec)
     if isinstance(mjd, bool) or not isinstance(mjd, numbers.Integral):
         raise TypeError(f"`mjd` must be an integer day, got {mjd!r}.")
+    refuse_julian_date("mjd", mjd)
     times = np.atleast_1d(np.asarray(times, np.float64))
     if times.ndim != 1 or times.size == 0 or not np.all(np.isfinite(times)):
         raise ValueError("`times` must be a non-empty 1-d array of finite hours.")

@@ -11,7 +11,7 @@ from jaxtyping import Array, ArrayLike, Complex, Float, Int
 
 from .._custom_types import RealScalar
 from .._numerics import asarray
-from .._validation import host_real
+from .._validation import host_real, refuse_julian_date
 from ._averaging import find_scans as find_scans, scan_average, time_average
 from ._table import (
     AbstractVisTable,
@@ -339,6 +339,7 @@ class VisData(AbstractVisTable):
         if time_range is not None:
             lo, hi = _range("time_range", time_range)
             t = a["time"].astype(np.float64)  # compare float32 times exactly
+            _refuse_seconds("time_range", lo, hi, t)
             keep &= (t >= lo) & (t <= hi)
         if uv_range is not None:
             lo, hi = _range("uv_range", uv_range)
@@ -595,6 +596,7 @@ def check_row_metadata(
         )
     if not isinstance(mjd, int | np.integer):
         raise TypeError(f"`mjd` must be an integer day, got {mjd!r}.")
+    refuse_julian_date("mjd", mjd)
     if mjd < 0:
         raise ValueError(
             f"`mjd` must be a modified Julian day >= 0 (1858-11-17 or later), got "
@@ -605,6 +607,21 @@ def check_row_metadata(
     if not isinstance(source, str):
         raise TypeError(f"`source` must be a string, got {source!r}.")
     return {"freqs": freqs, "xyz": xyz, "ra": ra, "dec": dec}
+
+
+def _refuse_seconds(name: str, lo: float, hi: float, t: np.ndarray) -> None:
+    """Refuse a range of hours `(lo, hi)` that reaches far beyond the data's times
+    `t` (hours) when, read as seconds, it falls among them: a range in seconds."""
+    if t.size == 0 or not math.isfinite(hi):
+        return
+    t_min, t_max = float(t.min()), float(t.max())
+    far = hi > 2 * max(abs(t_max), abs(t_min)) + 24.0
+    if far and lo / 3600.0 <= t_max and hi / 3600.0 >= t_min:
+        raise ValueError(
+            f"`{name}`=({lo:g}, {hi:g}) reaches far beyond the data's times "
+            f"({t_min:.4g} to {t_max:.4g} h) and looks like seconds: times are "
+            f"hours, ({lo / 3600:.6g}, {hi / 3600:.6g}) h."
+        )
 
 
 def check_visdata(data, name: str = "data") -> None:

@@ -13,6 +13,7 @@ from jaxtyping import Array, ArrayLike, Complex, Float
 
 from .._custom_types import PointsLike
 from .._grid import ImageGrid
+from .._image._base import AbstractImageModel, evaluated_on
 from .._numerics import asarray
 from .._pulse import AbstractPulse, TrianglePulse
 from .._validation import (
@@ -21,6 +22,7 @@ from .._validation import (
     check_nonempty,
     check_same_shape,
     is_concrete,
+    refuse_nonfinite_image,
     resolve_float_dtype,
 )
 from ._aliasing import warn_beyond_nyquist, warn_unresolved_field
@@ -64,10 +66,14 @@ class AbstractForwardModel(eqx.Module):
     hermitian_points: ClassVar[bool] = False
 
     @abc.abstractmethod
-    def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:
+    def __call__(
+        self, image: Float[Array, "ny nx"] | AbstractImageModel
+    ) -> Complex[Array, "*points"]:
         """**Arguments:**
 
-        - `image`: real image, shape `(ny, nx)`, Jy per pixel.
+        - `image`: real image, shape `(ny, nx)`, Jy per pixel, or an image model
+          on the same grid (its image; as the terms take one). A concrete image
+          with NaN or infinite pixels is refused (`ValueError`).
 
         **Returns:** complex visibilities with the shape of `u`.
         """
@@ -138,7 +144,17 @@ class AbstractForwardModel(eqx.Module):
         # Constructor inputs are annotated loosely (`ArrayLike`) on purpose: the
         # constructors validate shapes/dtypes themselves with errors that name the
         # argument and the fix, which a generic type-checker message would pre-empt.
+        if isinstance(image, AbstractImageModel):
+            # As the terms take one: the model's image, on this model's grid.
+            image = evaluated_on(
+                image,
+                self.grid,
+                "image",
+                f"the forward model is built on {self.grid!r}: build the image "
+                "model on the forward model's grid (same shape and pixel size).",
+            )
         image = asarray(image)
+        refuse_nonfinite_image("image", image, f"{type(self).__name__}")
         if image.shape != self.grid.shape:
             raise ValueError(
                 f"`image` has shape {image.shape} but the model's grid is "

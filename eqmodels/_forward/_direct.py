@@ -7,6 +7,7 @@ from jaxtyping import Array, Complex, Float
 
 from .._custom_types import PointsLike
 from .._grid import ImageGrid
+from .._image._base import AbstractImageModel
 from .._numerics import asarray
 from .._pulse import AbstractPulse
 from ._base import (
@@ -98,7 +99,9 @@ class DirectFT(AbstractForwardModel):
         self.a_re = asarray(a_re)
         self.a_im = asarray(a_im)
 
-    def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:
+    def __call__(
+        self, image: Float[Array, "ny nx"] | AbstractImageModel
+    ) -> Complex[Array, "*points"]:
         x = self._check_image(image).reshape(-1)
         re = jnp.matmul(self.a_re, x, precision=_HIGHEST)
         im = jnp.matmul(self.a_im, x, precision=_HIGHEST)

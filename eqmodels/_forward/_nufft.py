@@ -11,6 +11,7 @@ from jaxtyping import Array, Complex, Float
 
 from .._custom_types import PointsLike, RealLike
 from .._grid import ImageGrid
+from .._image._base import AbstractImageModel
 from .._numerics import asarray
 from .._pulse import AbstractPulse
 from .._validation import is_concrete
@@ -195,7 +196,9 @@ class NUFFT(AbstractForwardModel):
         self.px = asarray((2.0 * math.pi * psize) * u64, dtype)
         self.factor = asarray(factor, ctype)
 
-    def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:
+    def __call__(
+        self, image: Float[Array, "ny nx"] | AbstractImageModel
+    ) -> Complex[Array, "*points"]:
         image = self._check_image(image)
         image = mark_varying_like(image, self.py, self.px)
         raw = type2(

@@ -7,6 +7,7 @@ from jaxtyping import Array, Complex, Float
 
 from .._custom_types import PointsLike
 from .._grid import ImageGrid
+from .._image._base import AbstractImageModel
 from .._numerics import asarray
 from .._pulse import AbstractPulse
 from ._base import (
@@ -93,7 +94,9 @@ class SeparableFT(AbstractForwardModel):
         self.sy = asarray(sy, dtype)
         self.p = asarray(p, dtype)
 
-    def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:
+    def __call__(
+        self, image: Float[Array, "ny nx"] | AbstractImageModel
+    ) -> Complex[Array, "*points"]:
         img_t = self._check_image(image).T  # (nx, ny)
         half = self.grid.nx // 2
         mirrored = img_t[::-1][:half]  # columns nx−1, nx−2, …

@@ -13,7 +13,7 @@ from jaxtyping import Array, ArrayLike, Bool, Complex, Float, Int
 from .._data._visdata import check_visdata, DEFAULT_SCAN_GAP_S, VisData
 from .._numerics import asarray
 from .._terms._common import index_key_leaf
-from .._validation import is_concrete
+from .._validation import check_flag, is_concrete, refuse_julian_date
 from ._abstract import AbstractGains
 from ._intervals import (
     band_range,
@@ -330,7 +330,11 @@ class StationGains(AbstractGains):
 
     # ------------------------------------------------------------ on data sets
     def at(
-        self, data: VisData, *, bands: Literal["same", "any"] = "same"
+        self,
+        data: VisData,
+        *,
+        bands: Literal["same", "any"] = "same",
+        extrapolate: bool = False,
     ) -> "StationGains":
         """These gains on the time slots and station table of another data set
         (e.g. the other band, the unaveraged data, or the data with more baselines
@@ -353,6 +357,11 @@ class StationGains(AbstractGains):
           any band, as eht-imaging's `applycal` on merged bands (what
           [`eqmodels.image_m87`][] reproduces), or to carry one band's gains to
           the other on purpose.
+        - `extrapolate`: `False` (default): a timestamp of `data` more than
+          1 h before the first interval or after the
+          last (another day, another year: counted from the gains' `mjd`) is an
+          error, since those gains did not calibrate it. `True`: take the
+          nearest interval all the same (eht-imaging's `extrapolate=True`).
 
         **Returns:** a `StationGains` on `data`'s station table whose
         `slot_interval` (`(n_slots, n_stations)`) indexes `data`'s time slots.
@@ -371,6 +380,8 @@ class StationGains(AbstractGains):
         mjd = int(np.asarray(self.mjd))
         shift_h = 24.0 * (data.mjd - mjd) if mjd >= 0 else 0.0
         times = edge_hours(data.timestamps()) + shift_h
+        if check_flag("extrapolate", extrapolate) is False:
+            _refuse_outside(times, bounds, shift_h, mjd, data.mjd)
         cols = [
             self.station_names.index(s) if s in self.station_names else -1
             for s in data.station_names
@@ -439,36 +450,79 @@ class StationGains(AbstractGains):
             out.append((np.flatnonzero(lo == b), serving))
         return out
 
-    def _row_factor(self, data: VisData, bands: str) -> np.ndarray:
-        g = self.at(data, bands=bands)
+    def _row_factor(self, data: VisData, bands: str, extrapolate) -> np.ndarray:
+        g = self.at(data, bands=bands, extrapolate=extrapolate)
         st = np.stack([np.asarray(data.ant1), np.asarray(data.ant2)], axis=1)
         return np.asarray(g.factor(st, data.time_index))
 
     def corrupt(
-        self, data: VisData, *, bands: Literal["same", "any"] = "same"
+        self,
+        data: VisData,
+        *,
+        bands: Literal["same", "any"] = "same",
+        extrapolate: bool = False,
     ) -> VisData:
         """`data` with the gains applied: `V → g_a conj(g_b) V`, `σ → |g_a g_b| σ`
         (looked up with [`eqmodels.StationGains.at`][]).
 
-        **Arguments:** `data`, a [`eqmodels.VisData`][]; `bands` as in `at`.
+        **Arguments:** `data`, a [`eqmodels.VisData`][]; `bands` and
+        `extrapolate` as in `at`.
         """
-        f = self._row_factor(data, bands)
+        f = self._row_factor(data, bands, extrapolate)
         return data.replace(
             vis=f * np.asarray(data.vis), sigma=np.abs(f) * np.asarray(data.sigma)
         )
 
     def calibrate(
-        self, data: VisData, *, bands: Literal["same", "any"] = "same"
+        self,
+        data: VisData,
+        *,
+        bands: Literal["same", "any"] = "same",
+        extrapolate: bool = False,
     ) -> VisData:
         """`data` with the gains divided out: `V → V / (g_a conj(g_b))`,
         `σ → σ / |g_a g_b|` (so SNRs, and closure quantities, are unchanged).
 
-        **Arguments:** `data`, a [`eqmodels.VisData`][]; `bands` as in `at`.
+        **Arguments:** `data`, a [`eqmodels.VisData`][]; `bands` and
+        `extrapolate` as in `at`.
         """
-        f = self._row_factor(data, bands)
+        f = self._row_factor(data, bands, extrapolate)
         return data.replace(
             vis=np.asarray(data.vis) / f, sigma=np.asarray(data.sigma) / np.abs(f)
         )
+
+
+#: How far (hours) beyond its first or last interval `StationGains.at` carries
+#: gains without `extrapolate=True`: the edges of the unaveraged records of the
+#: same scans, not another part of the night, day or year.
+EXTRAPOLATE_LIMIT_H = 1.0
+
+
+def _refuse_outside(times, bounds, shift_h, mjd, data_mjd) -> None:
+    """Refuse times (hours from the gains' day) beyond the gains' span by more
+    than `EXTRAPOLATE_LIMIT_H`."""
+    if times.size == 0 or bounds.size == 0:
+        return
+    lo, hi = float(bounds[:, 0].min()), float(bounds[:, 1].max())
+    early = lo - float(times.min())
+    late = float(times.max()) - hi
+    if max(early, late) <= EXTRAPOLATE_LIMIT_H:
+        return
+    far = float(times.min()) if early >= late else float(times.max())
+    day = (
+        f" (`data` is of MJD {data_mjd}, the gains of MJD {mjd})"
+        if mjd >= 0 and data_mjd != mjd
+        else ""
+    )
+    raise ValueError(
+        f"`data` has a timestamp {abs(far - (lo if early >= late else hi)):.4g} h "
+        f"{'before' if early >= late else 'after'} these gains' intervals "
+        f"[{lo - shift_h:.4g}, {hi - shift_h:.4g}] h{day}: they were not solved "
+        "there, and the nearest interval's gains would be applied as if they were. "
+        "Apply gains to the data they were solved on (or its other band, its "
+        "unaveraged records), or pass `extrapolate=True` to carry the nearest "
+        "interval's gains on purpose."
+    )
 
 
 def _mjd_leaf(mjd) -> Int[Array | np.ndarray, ""]:
@@ -481,5 +535,6 @@ def _mjd_leaf(mjd) -> Int[Array | np.ndarray, ""]:
             raise TypeError(
                 f"`mjd` must be one whole day number ≥ 0 (a `VisData.mjd`), got {mjd!r}."
             )
+        refuse_julian_date("mjd", arr)
         return np.asarray(arr, np.int32)
     return jnp.asarray(mjd, jnp.int32)

@@ -234,12 +234,37 @@ def _permute_stations(data, order):
     )
 
 
-def prepare_data(paths_or_data, *, zbl: float = ZBL) -> VisData:
+#: `zbl` more than this factor above or below the data's zero-baseline flux (the
+#: median intra-site amplitude, |uv| < 0.1 Gλ) is refused unless
+#: `check_zbl=False` (the CLI's --zbl-anyway): a compact flux is some fraction of
+#: the total (M87: 0.6 of about 1.2 Jy), not a flux in mJy or another source's.
+ZBL_FACTOR = 10.0
+
+
+def check_zbl_against_data(data: VisData, zbl: float) -> None:
+    """Refuse a `zbl` more than `ZBL_FACTOR` from the data's zero-baseline flux."""
+    short = np.asarray(data.uvdist) < UV_ZBLCUT
+    if not short.any():
+        return  # refused by `prepare_data` with its own message
+    current = float(np.median(np.abs(np.asarray(data.vis))[short]))
+    if current > 0 and not (1 / ZBL_FACTOR <= zbl / current <= ZBL_FACTOR):
+        raise ValueError(
+            f"`zbl`={zbl:g} Jy is {zbl / current:.3g} times the data's zero-baseline "
+            f"flux ({current:.4g} Jy, the median amplitude of the {int(short.sum())} "
+            f"intra-site rows shorter than {UV_ZBLCUT:g} λ), more than a factor "
+            f"{ZBL_FACTOR:g} away: every short baseline would be rescaled by that "
+            "much. Give the compact flux in Jy (M87: 0.6), or pass "
+            "`check_zbl=False` (the command line's --zbl-anyway) to use it anyway."
+        )
+
+
+def prepare_data(paths_or_data, *, zbl: float = ZBL, check_zbl: bool = True) -> VisData:
     """The pipeline's data preparation, before any self-calibration: bands
     scan-averaged and joined, intra-site baselines rescaled to `zbl` (by
     `zbl` / the median ALMA–APEX amplitude), absent stations dropped, stations
     ordered by SNR, each band's times shifted by 1e-5 h per band index,
-    reverse-tapered by 5 µas, 2 % fractional noise."""
+    reverse-tapered by 5 µas, 2 % fractional noise. With `check_zbl`, a `zbl`
+    more than `ZBL_FACTOR` (10) from the data's zero-baseline flux is refused."""
     data = drop_absent_stations(load_bands(paths_or_data))
     # One band per timestamp (eht-imaging's pipeline adds 1e-5 h to the second
     # band's times "to avoid mixed closure products"): per-timestamp
@@ -255,6 +280,8 @@ def prepare_data(paths_or_data, *, zbl: float = ZBL) -> VisData:
             f"than {UV_ZBLCUT:g} λ), which the recipe scales to the compact flux "
             f"`zbl`; shortest baseline {float(np.min(data.uvdist)):.4g} λ."
         )
+    if check_flag("check_zbl", check_zbl):
+        check_zbl_against_data(data, zbl)
     data = rescale_zero_baseline(data, zbl, uv_max=UV_ZBLCUT, baseline=pair)
     data = order_stations_by_snr(data)
     data = reverse_taper(data, uas_to_rad(REVERSE_TAPER_UAS))
@@ -301,7 +328,7 @@ def selfcal_per_band(data: VisData, image, grid, *, fit_on=None, **kwargs) -> Vi
     """
     fit_on = data if fit_on is None else fit_on
     _, gains = self_calibrate(fit_on, image, grid=grid, interval="timestamp", **kwargs)
-    return gains.calibrate(data, bands="any")
+    return gains.calibrate(data, bands="any", extrapolate=True)
 
 
 # ------------------------------------------------------------------ objectives
@@ -368,6 +395,7 @@ def image_m87(
     prior_fwhm: float | None = None,
     forward: str = "separable",
     log=None,
+    check_zbl: bool = True,
 ):
     """Image M87 with the published 2017 eht-imaging recipe (Paper IV).
 
@@ -381,10 +409,14 @@ def image_m87(
       with `fast`).
     - `stop`: scipy-style `ftol` and `gtol` of every run (1e-4).
     - `fast`: fewer iterations and restarts (for CI and demos).
-    - `zbl`: the compact flux (Jy; `None`: M87's 0.6).
+    - `zbl`: the compact flux (Jy; `None`: M87's 0.6). One more than 10 times
+      above or below the data's zero-baseline flux (the median intra-site
+      amplitude) is refused.
     - `prior_fwhm`: the FWHM of the Gaussian prior and first image (µas; `None`:
       M87's 40). Data of another source than M87 are refused unless both `zbl`
       and `prior_fwhm` are given.
+    - `check_zbl`: `False` to take a `zbl` far from the data's zero-baseline flux
+      anyway.
     - `forward`: the forward model of the data terms.
     - `log`: a callable taking one line of progress (e.g. `print`), or `None`:
       a `[stage k/N]` line per stage (data, self-calibrations, each round's runs
@@ -461,7 +493,10 @@ def image_m87(
     zbl = ZBL if zbl is None else zbl
     progress = Progress(say, len(ROUNDS), restarts + 1)
     progress("data: loading, scan-averaging, joining the bands, zero baselines")
-    data0 = prepare_data(paths_or_data, zbl=zbl)  # eht-imaging's obs_sc_init
+    # A given `zbl` is checked against the data (M87's default is, for M87's
+    # data; another source's is refused by `_check_recipe_applies` below).
+    checked = check_flag("check_zbl", check_zbl) and zbl_given
+    data0 = prepare_data(paths_or_data, zbl=zbl, check_zbl=checked)  # obs_sc_init
     _check_recipe_applies(data0, zbl_given=zbl_given, prior_given=prior_given)
     say(f"data: {data0.n_rows} scan-averaged rows, stations {data0.station_names}")
     res = beam_from_uv(data0.u, data0.v)  # nominal resolution (1/longest baseline)

@@ -10,6 +10,7 @@ from jax.sharding import Mesh, PartitionSpec as P
 from jaxtyping import Array, ArrayLike, Complex, Float
 
 from .._forward._base import AbstractForwardModel, gather_index, take_rows
+from .._image._base import AbstractImageModel
 from .._validation import is_concrete
 from ._mesh import (
     AbstractSharded,
@@ -103,7 +104,9 @@ class ShardedForward(AbstractForwardModel, AbstractSharded):
         """Gathered, unpadded, in the wrapped model's shape of points."""
         return gathered(x, self.mesh)[: self.n_points].reshape(self.point_shape)
 
-    def __call__(self, image: Float[Array, "ny nx"]) -> Complex[Array, "*points"]:
+    def __call__(
+        self, image: Float[Array, "ny nx"] | AbstractImageModel
+    ) -> Complex[Array, "*points"]:
         return compiled(_transform, self, self._check_image(image))
 
     def at(self, u: ArrayLike, v: ArrayLike) -> "ShardedForward":

@@ -74,6 +74,44 @@ def _spd_solve_vmap(axis_size, in_batched, a, b):
     return x, True
 
 
+@jax.custom_batching.custom_vmap
+def _svd(jac):
+    """`(s, vt)`, the thin SVD of `jac`; under `vmap`, one member after another
+    on CPU (jaxlib's batched LAPACK kernels deadlock there, see `_spd_solve`)."""
+    _, s, vt = jnp.linalg.svd(jac, full_matrices=False)
+    return s, vt
+
+
+@_svd.def_vmap
+def _svd_vmap(axis_size, in_batched, jac):
+    (batched,) = in_batched
+    jac = jac if batched else jnp.broadcast_to(jac, (axis_size, *jac.shape))
+    out = jax.lax.platform_dependent(
+        jac,
+        cpu=lambda j: jax.lax.map(_svd, j),
+        default=jax.vmap(_svd.fun),
+    )
+    return out, (True, True)
+
+
+def null_directions(jac: Float[Array, "m n"]) -> tuple[Int[Array, ""], Array]:
+    """`(rank, unconstrained)`: the numerical rank of the Jacobian (singular values
+    above `max(m, n)·eps·σ_max`, as `numpy.linalg.matrix_rank` counts them), and,
+    per parameter, whether it lies mostly (more than half its weight) in the null
+    space: a direction along which the residuals do not change, which no solver
+    can fit (a Gaussian's position fitted to amplitudes alone, the position angle
+    of a circular one, two parameters that enter only as their sum)."""
+    m, n = jac.shape
+    s, vt = _svd(jac)
+    tol = max(m, n) * jnp.finfo(jac.dtype).eps * jnp.max(s)
+    kept = s > tol
+    rank = jnp.sum(kept).astype(jnp.int32)
+    # ‖P_range e_j‖² over the kept right singular vectors; the rest of e_j lies in
+    # the null space (which, when m < n, the thin SVD does not list).
+    weight = jnp.sum(jnp.where(kept[:, None], vt * vt, 0.0), axis=0)
+    return rank, weight < 0.5
+
+
 class LeastSquaresState(eqx.Module):
     """The state of a Gauss-Newton / Levenberg-Marquardt solve.
 
@@ -217,6 +255,14 @@ class AbstractLeastSquaresSolver(AbstractSolver):
     residuals than parameters, over the m residuals (the same step through one
     m×m Cholesky factorisation). A subclass implements the four methods of
     [`eqmodels.AbstractSolver`][] with a step rule of its own.
+
+    At the end, the Jacobian at the solution is checked for directions the data
+    do not constrain (its numerical rank, singular values above
+    `max(m, n)·eps·σ_max` as `numpy.linalg.matrix_rank`): the solution's `stats`
+    gain `rank`, `null_directions` (`n − rank`) and `unconstrained` (per flat
+    parameter, whether it lies mostly in the null space), `Solution.converged` is
+    `False` while `null_directions > 0`, and [`eqmodels.solve`][] warns (a
+    `UserWarning`), naming the parameters.
     """
 
     chunk_size: eqx.AbstractVar[int | str]
@@ -226,7 +272,17 @@ class AbstractLeastSquaresSolver(AbstractSolver):
         return state.code != RUNNING, as_result(state.code)
 
     def postprocess(self, fn, y, state, options, result):
-        return y, fn.value(y), None, {"evaluations": state.evaluations}
+        # The Jacobian at the final point says which directions the data do not
+        # constrain: a solve "converges" along them wherever it happens to stop.
+        rank, unconstrained = null_directions(state.jacobian)
+        n = state.jacobian.shape[1]
+        stats = {
+            "evaluations": state.evaluations,
+            "rank": rank,
+            "null_directions": (n - rank).astype(jnp.int32),
+            "unconstrained": unconstrained,
+        }
+        return y, fn.value(y), None, stats
 
 
 def _check_ls(chunk_size, memory_budget):

@@ -11,6 +11,7 @@ import optax
 from jaxtyping import Array, Bool, Float, Int, PyTree, Scalar
 
 from .._compile import run_once_jit
+from .._validation import warn_user
 from ._base import (
     AbstractSolver,
     iterate,
@@ -43,7 +44,11 @@ class Solution(eqx.Module):
       the built-in solvers' `model`, `value` and `steps` are those of the last
       point where the value and gradient were finite (L-BFGS shortens its step
       instead, and stops there only when the start itself is not finite).
-    - `converged`: `result` is `gtol` or `ftol`.
+    - `converged`: `result` is `gtol` or `ftol`, and (least-squares solvers) the
+      data constrain every direction of the parameters at the solution
+      (`stats["null_directions"] == 0`): a parameter the data do not constrain
+      (a Gaussian's position fitted to amplitudes alone) ends wherever the
+      solver happened to push it, and is not claimed converged.
     - `worsened`: the final `value` is above the objective at the initial model
       (`stats["initial_value"]`): the solve made things worse (a step too large,
       a diverging schedule), whatever `result` says. A field to check, not a
@@ -51,7 +56,11 @@ class Solution(eqx.Module):
     - `stats`: `{"max_steps": ..., "initial_value": ..., "evaluations": ...}`
       (the objective at the initial model; objective evaluations, Jacobians
       counting as one, not counting the initial value's) and whatever else the
-      solver's `postprocess` adds.
+      solver's `postprocess` adds: the least-squares solvers add `rank` (the
+      numerical rank of the Jacobian at the solution), `null_directions`
+      (parameters minus rank) and `unconstrained` (per flat parameter, in
+      `jax.flatten_util.ravel_pytree` order, whether it lies mostly along a
+      direction the data do not constrain).
     """
 
     model: PyTree
@@ -63,7 +72,9 @@ class Solution(eqx.Module):
 
     @property
     def converged(self) -> Bool[Array, "*batch"]:
-        return (self.result == RESULTS.gtol) | (self.result == RESULTS.ftol)
+        stopped = (self.result == RESULTS.gtol) | (self.result == RESULTS.ftol)
+        null = self.stats.get("null_directions")
+        return stopped if null is None else stopped & (null == 0)
 
     @property
     def worsened(self) -> Bool[Array, "*batch"]:
@@ -108,6 +119,15 @@ def solve_traced(
     # with it (a solver may end worse than it began: too large a step, a
     # divergent schedule).
     initial_value = fn.value(params)
+    if jnp.shape(initial_value) != ():
+        # Found at trace time, before JAX's "Gradient only defined for
+        # scalar-output functions" from deep inside a solver.
+        raise TypeError(
+            f"`objective` returned an array of shape {jnp.shape(initial_value)}, "
+            "not a scalar: a solver minimises one number. Sum the terms "
+            "(`jnp.sum(...)`), or, for a least-squares objective, return Σ r² and "
+            "give the residuals as a term's `residuals` (see docs/extending.md)."
+        )
     y, state, result = iterate(solver, fn, params, opts, axis_name)
     y, value, report, stats = solver.postprocess(fn, y, state, opts, result)
     final = fn.model(y)
@@ -300,4 +320,47 @@ def solve(
         )
     if not isinstance(throw, bool):
         raise TypeError(f"`throw` must be True or False, got {throw!r}.")
-    return _solve_jit(objective, model, solver, opts, params, chunk, throw)
+    sol = _solve_jit(objective, model, solver, opts, params, chunk, throw)
+    warn_unconstrained(sol, model, params)
+    return sol
+
+
+def _flat_names(model, params) -> list[str]:
+    """The name of each flat parameter (`ravel_pytree` order): the leaf's path in
+    the model, with the element's index for an array leaf."""
+    selected = eqx.filter(model, params)
+    names = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(selected)[0]:
+        base = jax.tree_util.keystr(path).lstrip(".") or "model"
+        shape = np.shape(leaf)
+        if shape == ():
+            names.append(base)
+        else:
+            names.extend(f"{base}{list(i)}" for i in np.ndindex(*shape))
+    return names
+
+
+def warn_unconstrained(sol: Solution, model, params) -> None:
+    """Warn (outside `jit` and `vmap`) when a least-squares solve ended with
+    directions the data do not constrain, naming the parameters along them."""
+    null = sol.stats.get("null_directions")
+    if null is None or isinstance(null, jax.core.Tracer) or np.ndim(null) != 0:
+        return
+    if int(null) == 0:
+        return
+    mask = np.asarray(sol.stats["unconstrained"])
+    names = _flat_names(model, params)
+    named = [n for n, m in zip(names, mask) if m] if len(names) == mask.size else []
+    shown = ", ".join(named[:8]) + (
+        f" and {len(named) - 8} more" if len(named) > 8 else ""
+    )
+    which = f": mostly along {shown}" if named else ""
+    warn_user(
+        f"the data do not constrain {int(null)} direction(s) of the {mask.size} "
+        f"parameters at the solution (the Jacobian's rank is "
+        f"{int(sol.stats['rank'])}){which}. Those parameters end wherever the solver "
+        "pushed them and are not claimed converged (`Solution.converged` is False): "
+        "hold them fixed (`params=`), add data that constrain them, or a "
+        "regularizer.",
+        UserWarning,
+    )

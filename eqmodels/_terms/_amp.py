@@ -39,6 +39,7 @@ class AmpChi2(AbstractDataTerm):
     index_key: Int[Array, ""]
 
     report_name = "amp"
+    reals_per_row = 1
     row_fields = ("amp", "weight", "stations", "time_index")
 
     def __init__(

@@ -36,7 +36,9 @@ from ._inputs import (
     check_real_scalar as check_real_scalar,
     default_name as default_name,
     from_shared_vis as from_shared_vis,
+    geometric_vis as geometric_vis,
     ImageLike as ImageLike,
+    is_geometric as is_geometric,
     term_grid as term_grid,
 )
 from ._objective import (
@@ -69,6 +71,13 @@ class AbstractDataTerm(AbstractTerm):
       array leaf (padding does not change it, and data sets padded to one length
       share one tree structure and one compiled program).
 
+    **Likelihood.** The class attribute `reals_per_row` (default `None`) declares
+    that the χ² is the mean of `(r/σ)²` over `reals_per_row · N` real data values
+    (2 for complex data, σ per real and imaginary part; 1 for real data) with one
+    weight `1/σ²` per row, shared by its real values: that is all
+    [`eqmodels.AbstractDataTerm.log_likelihood_from_vis`][] needs. Every built-in
+    term declares it.
+
     **Rows.** A term is row-independent: every row carries its own points, observed
     values, weight and (for the built-in terms) its legs' station pairs `stations`
     (`(*points, 2)` indices into the data set's station table, `-1` when unknown)
@@ -97,6 +106,7 @@ class AbstractDataTerm(AbstractTerm):
 
     row_fields: ClassVar[tuple[str, ...]] = ("weight",)
     share_forward: ClassVar[bool] = True
+    reals_per_row: ClassVar[int | None] = None
     is_data = True
 
     def __init_subclass__(cls, **kwargs):
@@ -125,7 +135,10 @@ class AbstractDataTerm(AbstractTerm):
     def model_vis(self, image: ImageLike) -> Complex[Array, "*points"]:
         """The model visibilities at the term's points (one forward evaluation):
         shaped like the points, or `(*points, 4)` (Stokes I, Q, U, V last) for a
-        term that declares `polarimetric`.
+        term that declares `polarimetric`. A geometric model
+        ([`eqmodels.AbstractGeometricModel`][]) gives its analytic visibilities at
+        the points (no pixel transform; a pixel part of a hybrid
+        [`eqmodels.Sum`][] goes through the term's forward model).
 
         **Arguments:** `image`, an `(ny, nx)` array or an image model (a
         polarimetric one, or a `(4, ny, nx)` array, for a polarimetric term).
@@ -141,6 +154,8 @@ class AbstractDataTerm(AbstractTerm):
         if self.polarimetric:
             stokes = as_stokes(image, self.forward.grid, type(self).__name__)
             return stokes_vis(self.forward, stokes)
+        if is_geometric(image):
+            return geometric_vis(image, self.forward)
         return self.forward(as_image(image, self.forward.grid))
 
     def __call__(self, image: ImageLike) -> Scalar:
@@ -158,6 +173,58 @@ class AbstractDataTerm(AbstractTerm):
         **Returns:** the real residual vector `r`, with `χ² = Σ r²`.
         """
         return self.residuals_from_vis(self.model_vis(image))
+
+    def log_likelihood_from_vis(self, vis: Complex[Array, "*points"]) -> Scalar:
+        r"""The Gaussian log-likelihood of the data given the model visibilities at
+        the term's points, with its normalisation:
+
+        `ln L = −½ Σ_j (r_j/σ_j)² − Σ_j ln σ_j − (n/2) ln 2π`
+
+        over the term's `n = reals_per_row · N` real data values (a complex value
+        counts as two, each with its σ), computed as
+        `−½ n χ² + (reals_per_row/2) Σ_k ln w_k − (n/2) ln 2π` from the χ² (which
+        is the mean of `(r/σ)²`) and the live rows' weights `w_k = 1/σ_k²`
+        (padding rows, of weight 0, contribute nothing). Closure quantities are
+        treated as **independent** (as eht-imaging and Comrade do by default):
+        their covariance through shared baselines is ignored. A closure phase
+        contributes `−2 (1 − cos Δ)/σ² − ln σ − ½ ln 2π`, the Gaussian in the
+        chord `2 sin(Δ/2)` (Δ wrapped, in radians: Comrade's choice for closure
+        phases too), which is the Gaussian `−Δ²/(2σ²)` for small `Δ`.
+
+        **Arguments:** `vis`, the model visibilities at the term's points.
+
+        **Returns:** `ln L`, a scalar.
+        """
+        k = self.reals_per_row
+        if k is None:
+            raise NotImplementedError(
+                f"{type(self).__name__} does not declare `reals_per_row` (how many "
+                "real data values each row's weight covers), so its χ² cannot be "
+                "turned into a normalised log-likelihood: set the class attribute "
+                "(2 for complex data, 1 for real data) if its χ² is the mean of "
+                "(r/σ)² over those values (see `AbstractDataTerm`)."
+            )
+        chi2 = self.chi2_from_vis(vis)
+        w = self.weight
+        live = w > 0
+        log_w = jnp.sum(jnp.where(live, jnp.log(jnp.where(live, w, 1.0)), 0.0))
+        n = (k * self.n_rows).astype(chi2.dtype)
+        return -0.5 * n * chi2 + 0.5 * k * log_w - 0.5 * n * np.log(2 * np.pi)
+
+    def log_likelihood(self, image: ImageLike) -> Scalar:
+        """The Gaussian log-likelihood of the data given `image` (see
+        [`eqmodels.AbstractDataTerm.log_likelihood_from_vis`][]).
+
+        **Arguments:** `image`, an `(ny, nx)` array or an image model (a geometric
+        model is evaluated through its analytic visibilities).
+
+        **Returns:** `ln L`, a scalar.
+        """
+        return check_real_scalar(
+            self.log_likelihood_from_vis(self.model_vis(image)),
+            default_name(self),
+            self,
+        )
 
     @property
     def rows(self) -> int:

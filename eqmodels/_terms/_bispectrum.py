@@ -41,6 +41,7 @@ class BispectrumChi2(AbstractDataTerm):
     index_key: Int[Array, ""]
 
     report_name = "bs"
+    reals_per_row = 2
     row_fields = ("bispectrum", "weight", "stations", "time_index")
 
     def __init__(

@@ -39,6 +39,7 @@ class ClosureAmpChi2(AbstractDataTerm):
     index_key: Int[Array, ""]
 
     report_name = "camp"
+    reals_per_row = 1
     row_fields = ("camp", "weight", "stations", "time_index")
 
     def __init__(

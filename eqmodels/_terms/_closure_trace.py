@@ -60,6 +60,7 @@ class ClosureTraceChi2(AbstractDataTerm):
 
     polarimetric = True
     report_name = "ctrace"
+    reals_per_row = 2
     row_fields = ("values", "weight", "stations", "time_index")
 
     def __init__(

@@ -51,6 +51,7 @@ class CorrelationChi2(AbstractDataTerm):
 
     polarimetric = True
     report_name = "corr"
+    reals_per_row = 2
     row_fields = ("corr", "weight", "stations", "time_index", "linear")
 
     def __init__(

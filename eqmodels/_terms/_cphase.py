@@ -40,6 +40,7 @@ class ClosurePhaseChi2(AbstractDataTerm):
     index_key: Int[Array, ""]
 
     report_name = "cphase"
+    reals_per_row = 1
     row_fields = ("cphase", "weight", "stations", "time_index")
 
     def __init__(

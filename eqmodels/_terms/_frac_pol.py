@@ -47,6 +47,7 @@ class FracPolChi2(AbstractDataTerm):
 
     polarimetric = True
     report_name = "m"
+    reals_per_row = 2
     row_fields = ("m", "weight", "stations", "time_index")
 
     def __init__(

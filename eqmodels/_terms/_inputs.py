@@ -9,10 +9,12 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from .._forward._base import AbstractForwardModel
+from .._geometric._base import AbstractGeometricModel
 from .._grid import ImageGrid, same_grid
 from .._image._base import AbstractImageModel, evaluated_on
 from .._image._multifreq import MultiFrequencyImage
 from .._numerics import asarray
+from .._validation import refuse_nonfinite_image
 
 
 ImageLike: TypeAlias = (
@@ -78,7 +80,27 @@ def as_planes(
             "(~1e-11 rad) and the terms' constants underflow in half precision. "
             "Cast it first (`image.astype(jnp.float32)`)."
         )
+    refuse_nonfinite_image("image", arr, "a term")
     return arr
+
+
+def is_geometric(image) -> bool:
+    """Whether `image` is a geometric model, whose visibilities data terms take
+    from the model (analytically) rather than from a transform of its render."""
+    return isinstance(image, AbstractGeometricModel)
+
+
+def geometric_vis(model: AbstractGeometricModel, forward: AbstractForwardModel):
+    """A geometric model's visibilities at `forward`'s points (the model on
+    `forward`'s grid: one pixel model may be part of it, and the model must render
+    where the terms' regularizers see it)."""
+    if not same_grid(model.grid, forward.grid):
+        raise ValueError(
+            f"`image` is a {type(model).__name__} on {model.grid!r} but the term is "
+            f"built on {forward.grid!r}: build the model on the term's grid (same "
+            "shape and pixel size), or the term on the model's."
+        )
+    return model.visibility_through(forward)
 
 
 def planes_at(

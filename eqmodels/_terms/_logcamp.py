@@ -41,6 +41,7 @@ class LogClosureAmpChi2(AbstractDataTerm):
     index_key: Int[Array, ""]
 
     report_name = "logcamp"
+    reals_per_row = 1
     row_fields = ("logcamp", "weight", "stations", "time_index")
 
     def __init__(

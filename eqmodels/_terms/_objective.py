@@ -30,7 +30,9 @@ from ._inputs import (
     check_real_scalar,
     default_name,
     from_shared_vis,
+    geometric_vis,
     ImageLike,
+    is_geometric,
     is_stokes,
     planes_at,
     term_grid,
@@ -503,18 +505,29 @@ class Objective(AbstractTerm):
         return {f: planes_at(image, grid, f) for f in freqs}
 
     def _term_input(self, t: AbstractTerm, image: ImageLike, planes: dict):
-        """What term `t` is evaluated on: the image as given (`takes_model`) or
-        its planes at the term's frequency."""
-        return image if type(t).takes_model else planes[t.band_frequency]
+        """What term `t` is evaluated on: the image as given (`takes_model`, or a
+        data term given a geometric model: its analytic visibilities) or its
+        planes at the term's frequency."""
+        if type(t).takes_model or (type(t).is_data and is_geometric(image)):
+            return image
+        return planes[t.band_frequency]
 
-    def _served_vis(self, planes: dict) -> dict[int, Array]:
+    def _served_vis(self, planes: dict, model=None) -> dict[int, Array]:
         """Each shared member's visibilities, by term position, from the planes
         at the group's frequency (`planes`: `{frequency: planes}`). Given a Stokes
         image `(4, ny, nx)`, a group with a polarimetric member transforms the four
         planes at once (its Stokes I members get the I column), a group without one
-        the I plane alone."""
+        the I plane alone. Given a geometric `model` (the same at every
+        frequency), a group without a polarimetric member takes its visibilities
+        at the shared points from the model."""
         served = {}
         for group in self.shared:
+            if model is not None and not any(
+                self.terms[m].polarimetric for m in group.members
+            ):
+                vis = geometric_vis(model, unwrap(group.forward)[0])
+                served.update(zip(group.members, group.gather(vis)))
+                continue
             img = planes[self.terms[group.members[0]].band_frequency]
             stokes = is_stokes(img)
             pol = [self.terms[m].polarimetric for m in group.members]
@@ -540,7 +553,7 @@ class Objective(AbstractTerm):
         once; each shared transform too).
         """
         planes = self._planes(image)
-        served = self._served_vis(planes)
+        served = self._served_vis(planes, image if is_geometric(image) else None)
         values = tuple(
             from_shared_vis(t, "chi2_from_vis", served[i])
             if i in served
@@ -550,6 +563,37 @@ class Objective(AbstractTerm):
         for name, t, v in zip(self.names, self.terms, values):
             check_real_scalar(v, name, t)
         return values
+
+    def log_likelihood(self, image: ImageLike) -> Scalar:
+        """The Gaussian log-likelihood of all the data terms' data given `image`:
+        the sum of each data term's `log_likelihood` (see
+        [`eqmodels.AbstractDataTerm.log_likelihood_from_vis`][]), **unweighted**
+        (the objective's weights and `chi2_offset` do not enter; regularizers are
+        left out: a prior is the caller's), each term independent of the others.
+        Shared transforms serve it as they serve the value.
+
+        **Arguments:** `image`, an `(ny, nx)` array or an image model (a geometric
+        model through its analytic visibilities).
+
+        **Returns:** `ln L`, a scalar.
+        """
+        if not any(type(t).is_data for t in self.terms):
+            raise ValueError(
+                "the objective has no data term: its log-likelihood is undefined "
+                "(regularizers are priors, not data)."
+            )
+        planes = self._planes(image)
+        served = self._served_vis(planes, image if is_geometric(image) else None)
+        parts = []
+        for i, t in enumerate(self.terms):
+            if not type(t).is_data:
+                continue
+            if i in served:
+                v = from_shared_vis(t, "log_likelihood_from_vis", served[i])
+            else:
+                v = t.log_likelihood(self._term_input(t, image, planes))
+            parts.append(check_real_scalar(v, self.names[i], t))
+        return jnp.sum(jnp.stack(parts))
 
     def residuals(self, image: ImageLike) -> Float[Array, " m"]:
         """One real residual vector for the whole objective: the terms' residuals
@@ -576,7 +620,7 @@ class Objective(AbstractTerm):
                 f"got {np.asarray(self.weights)}."
             )
         planes = self._planes(image)
-        served = self._served_vis(planes)
+        served = self._served_vis(planes, image if is_geometric(image) else None)
         out = []
         for i, t in enumerate(self.terms):
             if i in served:

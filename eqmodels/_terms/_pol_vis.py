@@ -43,6 +43,7 @@ class PolVisChi2(AbstractDataTerm):
 
     polarimetric = True
     report_name = "pvis"
+    reals_per_row = 2
     row_fields = ("pvis", "weight", "stations", "time_index")
 
     def __init__(

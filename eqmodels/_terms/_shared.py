@@ -91,7 +91,12 @@ class SharedForward(eqx.Module):
     ) -> tuple[Complex[Array, "..."], ...]:
         """The visibilities of each member (shaped like its points), in `members`
         order, from one evaluation of the shared model."""
-        vis = self.forward(image)
+        return self.gather(self.forward(image))
+
+    def gather(self, vis: Complex[Array, " m"]) -> tuple[Complex[Array, "..."], ...]:
+        """Each member's visibilities (in `members` order) from the visibilities
+        `vis` at the shared points (of a real image: a merged point's conjugate
+        serves its reverse)."""
         return tuple(
             jnp.where(cj, jnp.conj(vis[idx]), vis[idx])
             for idx, cj in zip(self.index, self.conj)

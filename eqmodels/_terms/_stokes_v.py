@@ -39,6 +39,7 @@ class StokesVChi2(AbstractDataTerm):
 
     polarimetric = True
     report_name = "vvis"
+    reals_per_row = 2
     row_fields = ("vvis", "weight", "stations", "time_index")
 
     def __init__(

@@ -43,6 +43,7 @@ class VisChi2(AbstractDataTerm):
     index_key: Int[Array, ""]
 
     report_name = "vis"
+    reals_per_row = 2
     row_fields = ("vis", "weight", "stations", "time_index")
 
     def __init__(

@@ -60,6 +60,12 @@ class AbstractTermWrapper(AbstractDataTerm):
         return self.term.polarimetric
 
     @property
+    def reals_per_row(self) -> int | None:  # type: ignore[override]
+        """The inner term's declaration (the wrapper's χ² is the inner term's,
+        of transformed visibilities)."""
+        return self.term.reals_per_row
+
+    @property
     def band_frequency(self) -> float | None:  # type: ignore[override]
         """The inner term's (an [`eqmodels.AtFrequency`][] inside sets it)."""
         return self.term.band_frequency
