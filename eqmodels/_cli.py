@@ -21,7 +21,8 @@ def plot_image(
 ) -> None:
     """The image saved as a PNG at `path` with [`eqmodels.plot_image`][] (µas axes,
     east left, a colour bar in Jy/µas² or, `units="Tb"`, in kelvin at `freq`; a
-    `beam` FWHM in µas drawn; the `plot` extra)."""
+    `beam` FWHM in µas drawn; the `plot` extra). A Stokes image `(4, ny, nx)` is
+    drawn with [`eqmodels.plot_polarization`][] (EVPA ticks over Stokes I)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -29,12 +30,20 @@ def plot_image(
     import numpy as np
 
     from ._plot._image import plot_image as draw
+    from ._plot._polarization import plot_polarization
 
-    fig, ax = plt.subplots(figsize=(4.8, 4))
-    draw(
-        np.asarray(image), grid, ax=ax, title=title or None, beam=beam, units=units,
-        freq=freq,
-    )  # fmt: skip
+    image = np.asarray(image)
+    if image.ndim == 3:
+        fig, ax = plt.subplots(figsize=(5.4, 4))
+        plot_polarization(
+            image, grid, ax=ax, title=title or None, beam=beam, units=units
+        )
+    else:
+        fig, ax = plt.subplots(figsize=(4.8, 4))
+        draw(
+            image, grid, ax=ax, title=title or None, beam=beam, units=units,
+            freq=freq,
+        )  # fmt: skip
     fig.tight_layout()
     from ._atomic import atomic_path
 
@@ -344,16 +353,17 @@ _DEFAULT_POL_OUTPUT = "m87_pol.fits"
 
 def _check_pol(ap: argparse.ArgumentParser, args) -> None:
     """`--pol`'s own checks (before `_check_paths`): two files, LO and HI, or none
-    (the shipped 2017-04-10 pair into `m87_pol.fits`); no `--png` yet; and
-    `--stokes-v` only with `--pol`."""
+    (the shipped 2017-04-10 pair into `m87_pol.fits`); no `--tb` (the picture
+    is Stokes I in Jy/µas² with the |m| ticks); and `--stokes-v` only with
+    `--pol`."""
     if not args.pol:
         if args.stokes_v:
             ap.error("--stokes-v needs --pol (Stokes V is imaged with Q and U).")
         return
-    if args.png is not None:
+    if args.tb:
         ap.error(
-            "--png is not available with --pol yet: the FITS image holds the four "
-            "planes (plot them with eqmodels' plotting helpers)."
+            "--tb is not offered with --pol: the polarization picture's colour bars "
+            "are Stokes I in Jy/µas² and the fractional polarization |m|."
         )
     if not args.uvfits:
         from ._data._examples import example_uvfits
@@ -402,6 +412,17 @@ def _image_pol(args, t0) -> int:
     grid, data = report["grid"], report["stokes_i"]["data"]
     em.save_fits(stokes, grid, args.output, overwrite=args.overwrite, data=data)
     log(f"wrote {args.output} (Stokes I, Q, U, V)")
+    if args.png:
+        try:
+            _save_picture(args, stokes, grid, report["data"])
+        except Exception as e:  # noqa: BLE001 - the image is written: say so
+            print(
+                f"eqmodels image: error: --png {args.png!r} could not be written "
+                f"({type(e).__name__}: {e}); the image {args.output!r} was.",
+                file=sys.stderr,
+            )
+            return 2
+        log(f"wrote {args.png}")
     for label, key in (("image", "summary"), ("blurred to 20 µas", "summary_20uas")):
         s = report[key]
         log(
@@ -516,7 +537,10 @@ def _save_picture(args, image, grid, data) -> None:
     title = observation_title(data.source, data.mjd, freqs).replace(", ", "\n", 1)
     beam = args.restore_beam
     if beam is not None:
-        image = np.asarray(blur_image(image, grid, uas_to_rad(beam)))
+        image = np.asarray(image)  # every Stokes plane of a `(4, ny, nx)` image
+        planes = image if image.ndim == 3 else image[None]
+        blurred = [np.asarray(blur_image(p, grid, uas_to_rad(beam))) for p in planes]
+        image = np.stack(blurred) if image.ndim == 3 else blurred[0]
         title += f", {beam:g} µas beam"
     plot_image(
         image, grid, args.png, title=title, beam=beam,

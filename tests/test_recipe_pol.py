@@ -134,7 +134,10 @@ def test_prepare_refuses_two_days(pair):
         (["image", "--stokes-v"], "--stokes-v needs --pol"),
         (["image", "--pol", "a.uvfits"], "--pol takes one day's two bands"),
         (["image", "--pol", "a", "b", "c", "-o", "x.fits"], "got 3 file"),
-        (["image", "--pol", "--png", "p.png"], "--png is not available with --pol"),
+        (
+            ["image", "--pol", "--png", "p.png", "--tb"],
+            "--tb is not offered with --pol",
+        ),
     ],
 )
 def test_cli_pol_argument_errors(argv, message, capsys):
@@ -195,6 +198,47 @@ def test_cli_pol_writes_the_four_planes_and_the_numbers(tmp_path, monkeypatch, c
     m_net = abs(stokes[1].sum() + 1j * stokes[2].sum()) / stokes[0].sum()
     assert f"|m_net| {m_net:.4f}" in text
     assert "LM: lo +0.050+0.010i -0.000-0.020i" in text
+
+
+def test_cli_pol_png_draws_the_polarization_picture(tmp_path, monkeypatch, capsys):
+    """`--pol --png`: the picture of the four planes (EVPA ticks over Stokes I,
+    through `plot_polarization`), restored with `--restore-beam`, titled with the
+    date and bands; the FITS keeps the unrestored image."""
+    pytest.importorskip("matplotlib")
+    stokes = _ring_stokes()
+    data = em.load_uvfits(
+        em.example_uvfits("m87_2017_04_10_pol_lo"), polarization="full"
+    )
+    drawn = {}
+
+    def fake(*files, **kwargs):
+        summary = em.polarization_summary(stokes, GRID)
+        report = {
+            "grid": GRID, "data": data, "stokes_i": {"data": None},
+            "summary": summary, "summary_20uas": summary, "fitted": [], "dterms": {},
+        }  # fmt: skip
+        return stokes, report
+
+    def spy(image, grid, path, **kwargs):
+        drawn.update(image=np.asarray(image), path=path, **kwargs)
+        real(image, grid, path, **kwargs)
+
+    real = _cli.plot_image
+    monkeypatch.setattr(em, "image_m87_pol", fake)
+    monkeypatch.setattr(_cli, "plot_image", spy)
+    out, png = tmp_path / "pol.fits", tmp_path / "pol.png"
+    argv = ["image", "--pol", "--no-cache", "-o", str(out), "--png", str(png)]
+    assert _cli.main(argv + ["--restore-beam=20"]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert drawn["image"].shape == (4, *GRID.shape)
+    assert drawn["beam"] == 20.0 and "2017-04-10" in drawn["title"]
+    # Each plane restored with the 20 µas beam; the FITS holds the image as imaged.
+    for k in range(4):
+        want = np.asarray(em.blur_image(stokes[k], GRID, em.uas_to_rad(20.0)))
+        np.testing.assert_allclose(drawn["image"][k], want, rtol=1e-12, atol=1e-15)
+    back, _ = em.load_fits(out)
+    np.testing.assert_allclose(back, stokes, rtol=1e-12, atol=1e-15)
+    assert f"wrote {png}" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------ the steps
@@ -404,9 +448,12 @@ def _parse_rounds(text):
 @pytest.mark.slow
 def test_cli_pol_fast_on_the_shipped_pair(tmp_path, capsys):
     out = tmp_path / "m87_pol.fits"
-    rc = _cli.main(["image", "--pol", "--fast", "--no-cache", "-o", str(out)])
+    png = tmp_path / "m87_pol.png"
+    argv = ["image", "--pol", "--fast", "--no-cache", "-o", str(out), "--png", str(png)]
+    rc = _cli.main(argv)
     text = capsys.readouterr().out
     assert rc == 0, text
+    assert png.is_file() and png.stat().st_size > 0
     stokes, grid = em.load_fits(out)
     stokes = np.asarray(stokes)
     assert stokes.shape == (4, 64, 64)
