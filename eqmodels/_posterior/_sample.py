@@ -135,7 +135,7 @@ def sample(
             "point of the prior's support with finite likelihood."
         )
     k_init, k_run = jax.random.split(key)
-    z0s = z0 + jitter * jax.random.uniform(
+    z0s = z0[None, :] + jitter * jax.random.uniform(
         k_init, (num_chains, z0.shape[0]), z0.dtype, -1.0, 1.0
     )
     keys = jax.random.split(k_run, num_chains)
