@@ -1,8 +1,6 @@
 """`sample`: NUTS with window adaptation (blackjax) over a `Posterior`, chains
 vmapped; `Samples`, what it returns."""
 
-from typing import Any
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -39,32 +37,6 @@ class Samples(eqx.Module):
     def divergences(self) -> Int[Array, " chains"]:
         """The number of divergent transitions of each chain."""
         return jnp.sum(self.stats["is_divergent"], axis=1)
-
-    def to_arviz(self, names: dict[str, Any] | None = None):
-        """An `arviz.InferenceData` (needs `arviz`) of the flat unconstrained
-        positions (`posterior` group, one variable `z` of shape
-        `(chain, draw, n)`, or one variable per entry of `names`, a
-        `{name: where(model)}` dict of leaves of the draws) and the sampler
-        statistics (`sample_stats`: `lp`, `acceptance_rate`, `diverging`,
-        `n_steps`)."""
-        try:
-            import arviz as az
-        except ImportError as e:
-            raise ImportError(
-                "`to_arviz` needs arviz: `pip install arviz` (or the "
-                "`eqmodels[posterior]` extra)."
-            ) from e
-        if names is None:
-            post = {"z": np.asarray(self.positions)}
-        else:
-            post = {k: np.asarray(where(self.draws)) for k, where in names.items()}
-        stats = {
-            "lp": np.asarray(self.log_density),
-            "acceptance_rate": np.asarray(self.stats["acceptance_rate"]),
-            "diverging": np.asarray(self.stats["is_divergent"]),
-            "n_steps": np.asarray(self.stats["num_integration_steps"]),
-        }
-        return az.from_dict(posterior=post, sample_stats=stats)
 
 
 def sample(
