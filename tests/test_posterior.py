@@ -325,3 +325,21 @@ def test_laplace_errors(problem):
         em.laplace(problem.term, problem.model)
     with pytest.raises(ValueError, match="does not have the posterior's model"):
         em.laplace(problem.posterior, em.Disk(problem.grid, 1.0, 1e-10))
+
+
+def test_blackjax_is_optional(problem, monkeypatch):
+    """`import eqmodels` does not import blackjax (no module-level import of it in
+    the package), and `sample` without it says how to install it."""
+    import ast
+    import pathlib
+    import sys
+
+    pkg = pathlib.Path(em.__file__).parent
+    for path in pkg.rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:  # module level only
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] + [getattr(node, "module", None)]
+                assert not any(n and n.startswith("blackjax") for n in names), path
+    monkeypatch.setitem(sys.modules, "blackjax", None)
+    with pytest.raises(ImportError, match=r"pip install blackjax"):
+        em.sample(problem.posterior, key=jax.random.key(0))

@@ -63,6 +63,10 @@ def test_nuts_recovers_the_exact_linear_gaussian_posterior():
     assert np.abs(rel_var).max() < 0.2
     assert np.abs(corr_hat - corr).max() < 0.12
     assert int(res.divergences.sum()) == 0
+    rhat, n_eff = res.rhat(), res.ess()
+    print(f"R-hat max {rhat.max():.4f}; ESS min {n_eff.min():.0f} of 4000")
+    assert rhat.shape == n_eff.shape == (NY * NX,)
+    assert rhat.max() < 1.02 and n_eff.min() > 400
     assert 0.6 < float(res.stats["acceptance_rate"].mean()) < 0.98
     assert res.stats["step_size"].shape == (4,)
     assert res.stats["inverse_mass_matrix"].shape == (4, NY * NX)

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
+from ._diagnostics import ess, split_rhat
 from ._posterior import Posterior
 
 
@@ -37,6 +38,17 @@ class Samples(eqx.Module):
     def divergences(self) -> Int[Array, " chains"]:
         """The number of divergent transitions of each chain."""
         return jnp.sum(self.stats["is_divergent"], axis=1)
+
+    def rhat(self) -> np.ndarray:
+        """Split R̂ of each unconstrained coordinate (`positions`, `(n,)`, numpy):
+        below about 1.01 when the chains agree (BDA3 §11.4; needs ≥ 4 draws)."""
+        return split_rhat(np.asarray(self.positions))
+
+    def ess(self) -> np.ndarray:
+        """The effective sample size of each unconstrained coordinate (`(n,)`,
+        numpy; Geyer's initial monotone sequence over the split chains, BDA3
+        §11.5)."""
+        return ess(np.asarray(self.positions))
 
 
 def sample(
