@@ -5,8 +5,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
+from .._sharding._mesh import check_mesh
 from ._diagnostics import ess, split_rhat
 from ._posterior import Posterior
 
@@ -62,6 +64,8 @@ def sample(
     num_chains: int = 4,
     jitter: float = 0.1,
     target_acceptance_rate: float = 0.8,
+    mesh: Mesh | None = None,
+    axis_name: str = "chains",
 ) -> Samples:
     """Draw from a [`eqmodels.Posterior`][] with NUTS (blackjax's `nuts`, with
     `window_adaptation` of the step size and a diagonal mass matrix), the chains
@@ -82,6 +86,12 @@ def sample(
     - `jitter`: the half-width of the starting jitter (0: all chains start at
       `init`).
     - `target_acceptance_rate`: the dual-averaging target of the adaptation.
+    - `mesh`, `axis_name`: to spread the chains over devices, a
+      `jax.sharding.Mesh` with an axis `axis_name` whose size divides
+      `num_chains`: the chains' starts and keys are sharded along it (the
+      posterior replicated), and the one compiled program runs each device's
+      chains there (the mesh's axes are used as automatic ones). Default: no
+      sharding.
 
     **Returns:** [`eqmodels.Samples`][] (draws, log densities, statistics).
     """
@@ -123,6 +133,18 @@ def sample(
         k_init, (num_chains, z0.shape[0]), z0.dtype, -1.0, 1.0
     )
     keys = jax.random.split(k_run, num_chains)
+    if mesh is not None:
+        mesh, axis_name, size = check_mesh(mesh, axis_name)
+        if num_chains % size:
+            raise ValueError(
+                f"`num_chains` ({num_chains}) must be a multiple of the mesh axis "
+                f"{axis_name!r}'s size ({size}): every device runs as many chains."
+            )
+        # Sharded by placement (GSPMD): the mesh's devices and names on automatic
+        # axes (an explicit-axes mesh would need the samplers' code sharding-aware).
+        auto = Mesh(mesh.devices, mesh.axis_names)
+        spread = NamedSharding(auto, P(axis_name))
+        z0s, keys = jax.device_put((z0s, keys), spread)
     positions, logdens, stats = _run(
         posterior,
         z0s,
