@@ -268,6 +268,19 @@ from ._terms._at_frequency import AtFrequency as AtFrequency
 
 # --- end multi-frequency ---
 # isort: split
+# --- posteriors ---
+from ._posterior._gmrf import GMRFPrior as GMRFPrior
+from ._posterior._laplace import Laplace as Laplace, laplace as laplace
+from ._posterior._posterior import Posterior as Posterior
+from ._posterior._priors import (
+    AbstractPrior as AbstractPrior,
+    ParameterPrior as ParameterPrior,
+)
+from ._posterior._sample import sample as sample, Samples as Samples
+
+
+# --- end posteriors ---
+# isort: split
 # --- recipes and command line ---
 from ._recipe._m87 import (
     closure_score as closure_score,
@@ -293,6 +306,7 @@ __all__ = [
     "AbstractJones",
     "AbstractLeastSquaresSolver",
     "AbstractPolImageModel",
+    "AbstractPrior",
     "AbstractPulse",
     "AbstractRegularizer",
     "AbstractSolver",
@@ -354,6 +368,7 @@ __all__ = [
     "GaussianImage",
     "GaussianMoments",
     "GaussianPulse",
+    "GMRFPrior",
     "GaussNewton",
     "GullSkillingEntropy",
     "HolographicEntropy",
@@ -365,6 +380,8 @@ __all__ = [
     "JonesCorrected",
     "JonesGainPrior",
     "L1",
+    "Laplace",
+    "laplace",
     "LBFGS",
     "LeastSquaresState",
     "LevenbergMarquardt",
@@ -387,6 +404,7 @@ __all__ = [
     "OptaxState",
     "pad_and_stack",
     "pad_to_match",
+    "ParameterPrior",
     "PixelImage",
     "PolGaussianImage",
     "PolMRingImage",
@@ -406,6 +424,7 @@ __all__ = [
     "PolEntropy",
     "PolTV",
     "polarization_summary",
+    "Posterior",
     "RAD_PER_DEG",
     "RAD_PER_UAS",
     "rad_to_uas",
@@ -415,6 +434,8 @@ __all__ = [
     "reverse_taper",
     "RingImage",
     "Rotated",
+    "sample",
+    "Samples",
     "save_fits",
     "save_uvfits",
     "self_calibrate",

@@ -1,0 +1,2 @@
+"""Posteriors: log densities of data terms plus priors, NUTS sampling (blackjax) and
+the Laplace approximation."""

@@ -1,0 +1,126 @@
+"""A Gaussian Markov random field prior on an image's pixels (Comrade's imaging
+default): precision `Q = τ (κ² I + Δ)` with `Δ` the grid's graph Laplacian."""
+
+from collections.abc import Callable
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, ArrayLike, Float, PyTree, Scalar
+
+from .._grid import ImageGrid
+from .._validation import is_concrete
+from ._priors import AbstractPrior
+
+
+def pixel_params(model: PyTree) -> Float[Array, "..."]:
+    """The default `where` of [`eqmodels.GMRFPrior`][]: `model.params`."""
+    return model.params
+
+
+def laplacian_eigenvalues(ny: int, nx: int) -> np.ndarray:
+    """The eigenvalues of the `(ny, nx)` grid's graph Laplacian (free, Neumann
+    boundaries: each pixel coupled to its 4 neighbours inside the grid),
+    `4 sin²(π j / 2ny) + 4 sin²(π k / 2nx)`, shape `(ny, nx)` (the DCT-II basis)."""
+    ly = 4.0 * np.sin(np.pi * np.arange(ny) / (2 * ny)) ** 2
+    lx = 4.0 * np.sin(np.pi * np.arange(nx) / (2 * nx)) ** 2
+    return ly[:, None] + lx[None, :]
+
+
+class GMRFPrior(AbstractPrior):
+    r"""A Gaussian Markov random field on an image's pixels `x` (the parameters of a
+    [`eqmodels.PixelImage`][]: the log image for the default `transform="log"`):
+
+    `ln p(x) = ½ ln det Q − ½ (x − μ)ᵀ Q (x − μ) − (n/2) ln 2π`,
+    `Q = τ (κ² I + Δ)`,
+
+    where `Δ` is the graph Laplacian of the pixel grid with free (Neumann)
+    boundaries, `(x)ᵀ Δ x = Σ (x_i − x_j)²` over the pairs of neighbouring pixels
+    (4-neighbours). `ln det Q = n ln τ + Σ_{jk} ln(κ² + λ_jk)` with
+    `λ_jk = 4 sin²(πj/2ny) + 4 sin²(πk/2nx)`, the Laplacian's eigenvalues
+    (closed form, no factorisation). `1/κ` is the correlation length in pixels;
+    `τ` scales the precision (every variance scales as `1/τ`). This is the first-order Matérn-like
+    field Comrade uses as its imaging default; the hyperparameters are fixed
+    (not sampled).
+    """
+
+    tau: Float[Array, ""]
+    kappa: Float[Array, ""]
+    mean: Float[Array, "ny nx"]
+    shape: tuple[int, int] = eqx.field(static=True)
+    where: Callable = eqx.field(static=True)
+    support: str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        grid: ImageGrid,
+        *,
+        tau: float | ArrayLike,
+        kappa: float | ArrayLike,
+        mean: float | ArrayLike = 0.0,
+        where: Callable[[PyTree], Float[Array, "..."]] = pixel_params,
+    ):
+        """**Arguments:**
+
+        - `grid`: the [`eqmodels.ImageGrid`][] of the image.
+        - `tau`: the precision scale `τ > 0`.
+        - `kappa`: `κ > 0`, the inverse correlation length in pixels (`κ = 0`
+          would make `Q` singular: an improper prior).
+        - `mean`: `μ`, a scalar or an `(ny, nx)` array (e.g. the log of a prior
+          image for a log-pixel image).
+        - `where`: selects the pixels from the model (default `model.params`);
+          the leaf must hold all `ny·nx` pixels (no embed mask).
+        """
+        if not isinstance(grid, ImageGrid):
+            raise TypeError(f"`grid` must be an ImageGrid, got {type(grid).__name__}.")
+        for name, val in (("tau", tau), ("kappa", kappa)):
+            if np.ndim(val) != 0:
+                raise ValueError(
+                    f"`{name}` must be a scalar, got shape {np.shape(val)}."
+                )
+            if is_concrete(val) and not (np.isfinite(val) and float(val) > 0):
+                raise ValueError(
+                    f"`{name}` must be finite and > 0, got {val!r}"
+                    + (
+                        " (κ = 0 makes the precision singular: an improper prior)."
+                        if name == "kappa"
+                        else "."
+                    )
+                )
+        shape = (int(grid.ny), int(grid.nx))
+        mean = jnp.asarray(mean, float)
+        if mean.shape == ():
+            mean = jnp.full(shape, mean)
+        if mean.shape != shape:
+            raise ValueError(
+                f"`mean` has shape {mean.shape}; expected a scalar or {shape}."
+            )
+        if not callable(where):
+            raise TypeError(f"`where` must be a function of the model, got {where!r}.")
+        self.tau = jnp.asarray(tau, float)
+        self.kappa = jnp.asarray(kappa, float)
+        self.mean = mean
+        self.shape = shape
+        self.where = where
+        self.support = "real"
+
+    def log_density(self, value: Float[Array, "..."]) -> Scalar:
+        """**Arguments:** `value`, the pixels, shape `(ny, nx)` or `(ny·nx,)`.
+
+        **Returns:** `ln p(value)`, normalised.
+        """
+        ny, nx = self.shape
+        if value.size != ny * nx:
+            raise ValueError(
+                f"GMRFPrior on a {ny}×{nx} grid got {value.size} pixels "
+                f"(shape {value.shape}): it needs every pixel (a PixelImage "
+                "without an embed mask, on the prior's grid)."
+            )
+        d = value.reshape(ny, nx) - self.mean.astype(value.dtype)
+        grad2 = jnp.sum(jnp.diff(d, axis=0) ** 2) + jnp.sum(jnp.diff(d, axis=1) ** 2)
+        k2 = self.kappa**2
+        quad = self.tau * (k2 * jnp.sum(d**2) + grad2)
+        lam = jnp.asarray(laplacian_eigenvalues(ny, nx), value.dtype)
+        n = ny * nx
+        logdet = n * jnp.log(self.tau) + jnp.sum(jnp.log(k2 + lam))
+        return 0.5 * logdet - 0.5 * quad - 0.5 * n * np.log(2 * np.pi)
