@@ -199,6 +199,10 @@ from ._solvers._solve import Solution as Solution, solve as solve
 from ._solvers._survey import survey as survey, SurveyResult as SurveyResult
 from ._stack import pad_and_stack as pad_and_stack, pad_to_match as pad_to_match
 from ._terms._amp import AmpChi2 as AmpChi2
+from ._terms._band_sharded import (
+    BandShardedChi2 as BandShardedChi2,
+    shard_bands as shard_bands,
+)
 from ._terms._bispectrum import BispectrumChi2 as BispectrumChi2
 from ._terms._camp import ClosureAmpChi2 as ClosureAmpChi2
 from ._terms._cphase import ClosurePhaseChi2 as ClosurePhaseChi2
@@ -421,6 +425,8 @@ __all__ = [
     "RLGainTable",
     "SeparableFT",
     "ShardedChi2",
+    "BandShardedChi2",
+    "shard_bands",
     "ShardedForward",
     "sharded_parts",
     "Shifted",
