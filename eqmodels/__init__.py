@@ -278,6 +278,7 @@ from ._recipe._m87 import (
     image_m87 as image_m87,
     m87_systematic_noise as m87_systematic_noise,
 )
+from ._recipe._multifreq import image_multifreq as image_multifreq
 
 
 # --- end recipes ---
@@ -362,6 +363,7 @@ __all__ = [
     "HolographicEntropy",
     "image_in_units",
     "image_m87",
+    "image_multifreq",
     "ImageGrid",
     "is_real_float_array",
     "JonesCorrected",
