@@ -73,7 +73,9 @@ def _terms(freqs, forward="direct"):
 _vg = eqx.filter_jit(eqx.filter_value_and_grad(lambda m, o: o(m)))
 
 
-@pytest.mark.parametrize("forward", ["direct", "nufft"])
+@pytest.mark.parametrize(
+    "forward", ["direct", pytest.param("nufft", marks=pytest.mark.slow)]
+)
 def test_two_bands_on_two_by_two_devices(forward):
     """4 virtual devices: 2 bands x 2 row shards; value 1e-13, gradient 1e-12
     against the unsharded objective (weights and regularizers included)."""
@@ -107,6 +109,7 @@ def test_two_bands_on_two_by_two_devices(forward):
     np.testing.assert_array_equal(np.asarray(kinds[1].band_weights), [2.0, 2.0])
 
 
+@pytest.mark.slow
 def test_four_bands_two_groups_explicit_mesh_and_residuals():
     """Four bands on a (2, 2) mesh of Explicit axes (each group two bands in turn);
     residuals' squares sum to the value."""
@@ -167,5 +170,7 @@ def test_errors():
         em.shard_bands(sum(terms), mesh)
     with pytest.raises(ValueError, match="no AtFrequency data term"):
         em.shard_bands([em.TV(GRID)], mesh)
+    with pytest.raises(NotImplementedError, match="no log_likelihood"):
+        em.shard_bands(terms, mesh).log_likelihood(_model()[0])
     with pytest.raises(ValueError, match="chi2_offset"):
         em.shard_bands(em.Objective(terms, chi2_offset=True, share=False), mesh)

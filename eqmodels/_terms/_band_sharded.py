@@ -226,6 +226,14 @@ class BandShardedChi2(AbstractTerm, AbstractSharded):
         scale = jnp.sqrt(self.band_weights).astype(res.dtype)
         return (scale[:, None] * res).reshape(-1)
 
+    def log_likelihood(self, image: ImageLike) -> Scalar:
+        """Not available on band-sharded terms: take the log-likelihood of the
+        unsharded objective (the same data)."""
+        raise NotImplementedError(
+            "BandShardedChi2 has no log_likelihood: evaluate it on the unsharded "
+            "objective (`em.Objective(terms).log_likelihood(model)`)."
+        )
+
     def _mapped(self, fn, images, out_spec):
         band, rows = self.band_axis, self.axis_name
         specs = _specs(self.term, band, rows)
