@@ -99,6 +99,8 @@ def test_image_multifreq_needs_two_bands():
         em.image_multifreq([DAY_100])
     with pytest.raises(ValueError, match="at least two bands"):
         em.image_multifreq(DAY_100)
+    with pytest.raises(ValueError, match="at least two bands"):
+        em.image_multifreq(pathlib.Path(DAY_100))
     with pytest.raises(ValueError, match="unknown keys"):
         em.image_multifreq([DAY_100, DAY_100], spectral_weights={"l2_beta": 1.0})
 

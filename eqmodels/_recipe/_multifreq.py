@@ -71,12 +71,12 @@ def image_multifreq(
     objective's value and terms), `steps`.
     """
     say = log if log is not None else (lambda line: None)
-    items = list(paths_or_data) if not isinstance(paths_or_data, str) else None
-    if items is None or len(items) < 2:
+    many = isinstance(paths_or_data, list | tuple)
+    items = list(paths_or_data) if many else [paths_or_data]
+    if len(items) < 2:
         raise ValueError(
-            "`paths_or_data` must give at least two bands (one uvfits file or "
-            "VisData per band), got "
-            f"{1 if items is None else len(items)}."
+            "`paths_or_data` must give at least two bands (a list of one uvfits "
+            f"file or VisData per band), got {len(items)}."
         )
     weights = dict(SPECTRAL_WEIGHTS)
     if spectral_weights is not None:
