@@ -199,6 +199,10 @@ from ._solvers._solve import Solution as Solution, solve as solve
 from ._solvers._survey import survey as survey, SurveyResult as SurveyResult
 from ._stack import pad_and_stack as pad_and_stack, pad_to_match as pad_to_match
 from ._terms._amp import AmpChi2 as AmpChi2
+from ._terms._band_sharded import (
+    BandShardedChi2 as BandShardedChi2,
+    shard_bands as shard_bands,
+)
 from ._terms._bispectrum import BispectrumChi2 as BispectrumChi2
 from ._terms._camp import ClosureAmpChi2 as ClosureAmpChi2
 from ._terms._cphase import ClosurePhaseChi2 as ClosurePhaseChi2
@@ -288,6 +292,7 @@ from ._recipe._m87 import (
     m87_systematic_noise as m87_systematic_noise,
 )
 from ._recipe._m87_pol import image_m87_pol as image_m87_pol
+from ._recipe._multifreq import image_multifreq as image_multifreq
 
 
 # --- end recipes ---
@@ -375,6 +380,7 @@ __all__ = [
     "image_in_units",
     "image_m87",
     "image_m87_pol",
+    "image_multifreq",
     "ImageGrid",
     "is_real_float_array",
     "JonesCorrected",
@@ -444,6 +450,8 @@ __all__ = [
     "RLGainTable",
     "SeparableFT",
     "ShardedChi2",
+    "BandShardedChi2",
+    "shard_bands",
     "ShardedForward",
     "sharded_parts",
     "Shifted",

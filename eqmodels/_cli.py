@@ -138,6 +138,7 @@ def _parser() -> argparse.ArgumentParser:
         help="compile everything anew; read and write no compilation cache",
     )  # fmt: skip
     _add_newcomer_options(im)
+    _add_multifreq_option(im)
     return ap
 
 
@@ -292,10 +293,13 @@ def main(argv=None) -> int:
     ap = _parser()
     args = ap.parse_args(argv)
     _check_pol(args.parser, args)
+    _check_multifreq(args.parser, args)
     _check_paths(args.parser, args)  # errors as `eqmodels image: error: ...`
     _check_picture_and_source(args.parser, args)
     t0 = time.perf_counter()
     try:
+        if args.multifreq:
+            return _image_multifreq(args, t0)
         return _image_pol(args, t0) if args.pol else _image(args, t0)
     except (ValueError, OSError) as e:  # bad data or settings: a message, not a trace
         print(f"eqmodels image: error: {e}", file=sys.stderr)
@@ -356,6 +360,11 @@ def _check_pol(ap: argparse.ArgumentParser, args) -> None:
     (the shipped 2017-04-10 pair into `m87_pol.fits`); no `--tb` (the picture
     is Stokes I in Jy/µas² with the |m| ticks); and `--stokes-v` only with
     `--pol`."""
+    if args.pol and args.multifreq:
+        ap.error(
+            "--pol and --multifreq are separate recipes: give one (multi-frequency "
+            "polarimetric imaging is not in the command line yet)."
+        )
     if not args.pol:
         if args.stokes_v:
             ap.error("--stokes-v needs --pol (Stokes V is imaged with Q and U).")
@@ -546,6 +555,157 @@ def _save_picture(args, image, grid, data) -> None:
         image, grid, args.png, title=title, beam=beam,
         units="Tb" if args.tb else "Jy/uas2", freq=float(np.mean(freqs)),
     )  # fmt: skip
+
+
+# ------------------------------------------------ --multifreq (issue 40)
+def _add_multifreq_option(im: argparse.ArgumentParser) -> None:
+    im.add_argument(
+        "--multifreq", action="store_true",
+        help=(
+            "the uvfits files are bands of one observation (two or more, e.g. "
+            "2018's b1-b4): the Stokes I recipe per band, then one joint round "
+            "fitting the image at the bands' mean frequency and a spectral-index "
+            "map; writes OUT.fits (the image) and OUT_alpha.fits (alpha)"
+        ),
+    )  # fmt: skip
+
+
+def alpha_path(output: str) -> str:
+    """Where `--multifreq` writes the spectral-index map: `OUT_alpha.fits` beside
+    `OUT.fits` (the FITS suffix kept: `OUT_alpha.fits.gz` for `OUT.fits.gz`)."""
+    for suffix in sorted(_FITS_SUFFIXES, key=len, reverse=True):
+        if output.lower().endswith(suffix):
+            return output[: -len(suffix)] + "_alpha" + output[-len(suffix) :]
+    return output + "_alpha.fits"
+
+
+def _check_multifreq(ap: argparse.ArgumentParser, args) -> None:
+    """`--multifreq` needs two or more bands, takes no picture options of the
+    one-image picture, and its α file must be writable as -o's is."""
+    if not args.multifreq:
+        return
+    if len(args.uvfits) < 2:
+        ap.error(
+            f"--multifreq needs two or more uvfits files (one per band), got "
+            f"{len(args.uvfits)}."
+        )
+    if args.output is None:
+        ap.error("-o/--output is needed with --multifreq: give the image's name.")
+    for option, given in (("--restore-beam", args.restore_beam), ("--tb", args.tb)):
+        if given not in (None, False):
+            ap.error(f"{option} is not available with --multifreq.")
+    if not args.output.lower().endswith(_FITS_SUFFIXES):
+        return  # refused by `_check_paths` as for one image
+    alpha = pathlib.Path(alpha_path(args.output))
+    inputs = {pathlib.Path(p).resolve() for p in args.uvfits}
+    if alpha.resolve() in inputs:
+        ap.error(f"the alpha map {str(alpha)!r} would replace an input file.")
+    if alpha.exists() and not args.overwrite:
+        ap.error(
+            f"the alpha map {str(alpha)!r} (beside -o) exists: pass --overwrite to "
+            "replace it, or give another -o."
+        )
+    if args.png is not None and pathlib.Path(args.png).resolve() == alpha.resolve():
+        ap.error(f"--png {args.png!r} is the alpha map's file: give another name.")
+
+
+def _image_multifreq(args, t0) -> int:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    import numpy as np
+
+    import eqmodels as em
+
+    def log(line):
+        print(line, flush=True)
+
+    if not args.no_cache:
+        _enable_cache(em, args.cache, log)
+    alpha_file = alpha_path(args.output)
+    log(
+        f"eqmodels image --multifreq: {', '.join(args.uvfits)} -> {args.output}, "
+        f"{alpha_file}"
+    )
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        model, report = em.image_multifreq(
+            args.uvfits,
+            npix=args.npix,
+            fov=args.fov,
+            iterations=args.iterations,
+            restarts=args.restarts,
+            fast=args.fast,
+            log=log,
+            **({} if args.zbl is None else {"zbl": args.zbl}),
+            check_zbl=not args.zbl_anyway,
+            **_source_settings(args),
+        )
+    grid, data, freq0 = report["grid"], report["data"][0], report["freq0"]
+    image, alpha = np.asarray(model()), np.asarray(model.alpha)
+    em.save_fits(image, grid, args.output, overwrite=args.overwrite, data=data,
+                 freq=freq0)  # fmt: skip
+    em.save_fits(alpha, grid, alpha_file, overwrite=args.overwrite, data=data,
+                 freq=freq0)  # fmt: skip
+    _mark_alpha(alpha_file)
+    log(f"wrote {args.output} and {alpha_file}")
+    if args.png:
+        try:
+            _save_multifreq_picture(args.png, image, alpha, grid, report)
+        except Exception as e:  # noqa: BLE001 - the images are written: say so
+            print(
+                f"eqmodels image: error: --png {args.png!r} could not be written "
+                f"({type(e).__name__}: {e}); the images were.",
+                file=sys.stderr,
+            )
+            return 2
+        log(f"wrote {args.png}")
+    log(f"total wall time {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
+def _mark_alpha(path: str) -> None:
+    """The α file's unit: dimensionless (save_fits writes JY/PIXEL)."""
+    from astropy.io import fits
+
+    with fits.open(path, mode="update") as hdul:
+        hdul[0].header["BUNIT"] = ("", "spectral index: dimensionless")
+        hdul[0].header["BTYPE"] = "SPECTRAL INDEX"
+        hdul[0].header["COMMENT"] = "I_nu = I_0 (nu/nu_0)^alpha, nu_0 = CRVAL of FREQ"
+
+
+#: α is drawn where `I₀` exceeds this fraction of its peak.
+ALPHA_MASK = 0.05
+
+
+def _save_multifreq_picture(path, image, alpha, grid, report) -> None:
+    """`I₀` and α side by side, α masked where `I₀ < 5 %` of its peak."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from ._atomic import atomic_path
+    from ._plot._image import image_extent, plot_image as draw
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9.6, 4))
+    freq0 = report["freq0"]
+    draw(image, grid, ax=ax1, title=f"I at {freq0 / 1e9:.2f} GHz")
+    masked = np.ma.masked_where(image < ALPHA_MASK * image.max(), alpha)
+    art = ax2.imshow(masked, origin="upper", extent=image_extent(grid), cmap="RdBu_r",
+                     vmin=-np.abs(masked).max(), vmax=np.abs(masked).max())  # fmt: skip
+    ax2.set_title(f"spectral index α (I > {ALPHA_MASK:.0%} of peak)")
+    ax2.set_xlabel(ax1.get_xlabel())
+    ax2.set_ylabel(ax1.get_ylabel())
+    fig.colorbar(art, ax=ax2, label="α")
+    fig.tight_layout()
+    try:
+        fmt = pathlib.Path(path).suffix.lstrip(".").lower() or None
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=120, format=fmt)
+    finally:
+        plt.close(fig)
 
 
 if __name__ == "__main__":  # pragma: no cover
