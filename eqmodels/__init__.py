@@ -195,7 +195,11 @@ from ._solvers._optax import (
 )
 from ._solvers._results import RESULTS as RESULTS
 from ._solvers._scipy import solve_scipy as solve_scipy
-from ._solvers._solve import Solution as Solution, solve as solve
+from ._solvers._solve import (
+    Solution as Solution,
+    solve as solve,
+    unconstrained_parameters as unconstrained_parameters,
+)
 from ._solvers._survey import survey as survey, SurveyResult as SurveyResult
 from ._stack import pad_and_stack as pad_and_stack, pad_to_match as pad_to_match
 from ._terms._amp import AmpChi2 as AmpChi2
@@ -483,6 +487,7 @@ __all__ = [
     "TSV",
     "TV",
     "uas_to_rad",
+    "unconstrained_parameters",
     "uv_tracks",
     "VisChi2",
     "VisData",

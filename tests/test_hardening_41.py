@@ -130,7 +130,8 @@ def test_least_squares_reports_directions_the_data_do_not_constrain():
     circular Gaussian's position angle): the solve says so."""
     term, start = _amplitude_fit()
     gn = em.GaussNewton(chunk_size=6)
-    with pytest.warns(UserWarning, match=r"do not constrain .* mostly along .*y0"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # said by the solution, not warned
         sol = em.solve(term, start, gn, max_steps=50)
     assert sol.reason in ("gtol", "ftol")  # the stopping test holds ...
     assert not bool(sol.converged)  # ... but convergence is not claimed
@@ -143,6 +144,11 @@ def test_least_squares_reports_directions_the_data_do_not_constrain():
     names = ("flux", "fwhm_major", "fwhm_minor", "angle", "x0", "y0")
     flags = dict(zip(names, np.asarray(sol.stats["unconstrained"]).tolist()))
     assert flags["y0"] and flags["angle"] and not flags["flux"]
+    named = em.unconstrained_parameters(sol)
+    assert "y0" in named and "angle" in named and "flux" not in named
+    assert [n for n in names if flags[n]] == named
+    with pytest.raises(ValueError, match="give the filter the solve was given"):
+        em.unconstrained_parameters(sol, params=lambda x: False)
 
 
 @pytest.mark.slow  # a second solve program (~1 s unloaded)

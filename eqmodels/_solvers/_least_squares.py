@@ -261,8 +261,8 @@ class AbstractLeastSquaresSolver(AbstractSolver):
     `max(m, n)·eps·σ_max` as `numpy.linalg.matrix_rank`): the solution's `stats`
     gain `rank`, `null_directions` (`n − rank`) and `unconstrained` (per flat
     parameter, whether it lies mostly in the null space), `Solution.converged` is
-    `False` while `null_directions > 0`, and [`eqmodels.solve`][] warns (a
-    `UserWarning`), naming the parameters.
+    `False` while `null_directions > 0`, and
+    [`eqmodels.unconstrained_parameters`][] names the parameters.
     """
 
     chunk_size: eqx.AbstractVar[int | str]

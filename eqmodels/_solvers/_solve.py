@@ -11,7 +11,6 @@ import optax
 from jaxtyping import Array, Bool, Float, Int, PyTree, Scalar
 
 from .._compile import run_once_jit
-from .._validation import warn_user
 from ._base import (
     AbstractSolver,
     iterate,
@@ -48,7 +47,9 @@ class Solution(eqx.Module):
       data constrain every direction of the parameters at the solution
       (`stats["null_directions"] == 0`): a parameter the data do not constrain
       (a Gaussian's position fitted to amplitudes alone) ends wherever the
-      solver happened to push it, and is not claimed converged.
+      solver happened to push it, and is not claimed converged;
+      [`eqmodels.unconstrained_parameters`][] names them (nothing is warned: a
+      gauge freedom or an underdetermined pixel fit is often intended).
     - `worsened`: the final `value` is above the objective at the initial model
       (`stats["initial_value"]`): the solve made things worse (a step too large,
       a diverging schedule), whatever `result` says. A field to check, not a
@@ -320,9 +321,7 @@ def solve(
         )
     if not isinstance(throw, bool):
         raise TypeError(f"`throw` must be True or False, got {throw!r}.")
-    sol = _solve_jit(objective, model, solver, opts, params, chunk, throw)
-    warn_unconstrained(sol, model, params)
-    return sol
+    return _solve_jit(objective, model, solver, opts, params, chunk, throw)
 
 
 def _flat_names(model, params) -> list[str]:
@@ -340,27 +339,29 @@ def _flat_names(model, params) -> list[str]:
     return names
 
 
-def warn_unconstrained(sol: Solution, model, params) -> None:
-    """Warn (outside `jit` and `vmap`) when a least-squares solve ended with
-    directions the data do not constrain, naming the parameters along them."""
+def unconstrained_parameters(
+    sol: Solution, params: PyTree[Callable[[Any], bool] | bool] = is_real_float_array
+) -> list[str]:
+    """The parameters of a least-squares solve's model that lie mostly along
+    directions the data do not constrain at the solution (`sol.stats
+    ["unconstrained"]`), named by their path in the model (`"x0"`,
+    `"[1].phase[0, 5]"`); `params` is the filter given to `solve`. Empty when the
+    solver reports no such direction (or is not a least-squares solver).
+
+    A gauge freedom (a phase reference not held fixed, an overall phase) and an
+    underdetermined pixel fit are the usual reasons; a position fitted to
+    amplitudes alone is another. Such parameters end wherever the solver pushed
+    them, which is why `Solution.converged` is `False` then: hold them fixed
+    (`params=`), add data that constrain them, or a regularizer.
+    """
     null = sol.stats.get("null_directions")
-    if null is None or isinstance(null, jax.core.Tracer) or np.ndim(null) != 0:
-        return
-    if int(null) == 0:
-        return
+    if null is None or np.ndim(null) != 0 or int(null) == 0:
+        return []
     mask = np.asarray(sol.stats["unconstrained"])
-    names = _flat_names(model, params)
-    named = [n for n, m in zip(names, mask) if m] if len(names) == mask.size else []
-    shown = ", ".join(named[:8]) + (
-        f" and {len(named) - 8} more" if len(named) > 8 else ""
-    )
-    which = f": mostly along {shown}" if named else ""
-    warn_user(
-        f"the data do not constrain {int(null)} direction(s) of the {mask.size} "
-        f"parameters at the solution (the Jacobian's rank is "
-        f"{int(sol.stats['rank'])}){which}. Those parameters end wherever the solver "
-        "pushed them and are not claimed converged (`Solution.converged` is False): "
-        "hold them fixed (`params=`), add data that constrain them, or a "
-        "regularizer.",
-        UserWarning,
-    )
+    names = _flat_names(sol.model, params)
+    if len(names) != mask.size:
+        raise ValueError(
+            f"`params` selects {len(names)} parameters but the solve had "
+            f"{mask.size}: give the filter the solve was given."
+        )
+    return [n for n, m in zip(names, mask) if m]
