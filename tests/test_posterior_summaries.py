@@ -329,12 +329,11 @@ def reference_sigmas(vis, sigma, time, ant1, ant2, kind):
 def test_closure_ppc_against_numpy(kind):
     problem, samples = pixel_samples(c=2, s=6)
     data, a = closure_data(np.asarray(problem.model()))
-    key = jax.random.key(7)
-    ppc = em.closure_ppc(samples, data, kind, key=key, batch_size=5)
+    ppc = em.closure_ppc(samples, data, kind, seed=7, batch_size=5)
     # numpy: model visibilities per draw, the documented noise, closures by hand.
     imgs = np.asarray(samples.draws.params).reshape(12, -1)
     vmod = imgs @ a.T  # (k, n)
-    eps = np.asarray(jax.random.normal(key, (12, data.n_rows, 2)))
+    eps = np.random.default_rng(7).standard_normal((12, data.n_rows, 2))
     sig = np.asarray(data.sigma)
     vrep = vmod + sig * (eps[..., 0] + 1j * eps[..., 1])
     t, a1, a2 = (np.asarray(x) for x in (data.time, data.ant1, data.ant2))
@@ -376,31 +375,29 @@ def test_closure_ppc_p_values_calibrated_and_failing(kind):
     problem = Problem()
     truth = np.asarray(problem.model())
     data, _ = closure_data(truth, n_times=20, seed=3, sigma=0.005)
-    right = em.closure_ppc(
-        point_mass(problem, truth), data, kind, key=jax.random.key(0)
-    )
+    right = em.closure_ppc(point_mass(problem, truth), data, kind, seed=0)
     assert 0.3 < np.mean(right.p_values) < 0.7, right.p_values
     assert 0.02 < right.p_value < 0.98
     wrong = em.closure_ppc(
         point_mass(problem, truth + 0.5 * (np.arange(NY * NX) == 1).reshape(NY, NX)),
         data,
         kind,
-        key=jax.random.key(0),
+        seed=0,
     )
     assert wrong.p_value == 0.0
     assert np.median(wrong.p_values) < 0.05
 
 
-def test_closure_ppc_of_a_geometric_model_and_errors():
+@pytest.mark.slow
+def test_closure_ppc_of_a_geometric_model():
     post = geometric_posterior(ring=False)
     z0 = np.asarray(post.to_unconstrained())
     samples = make_samples(post, np.broadcast_to(z0, (2, 4, z0.size)))
     model = post.model
-    rng = np.random.default_rng(0)
     data, _ = closure_data(np.zeros((NY, NX)), n_times=3)
     vis = np.asarray(model.visibility(data.u, data.v))
     data = eqx.tree_at(lambda d: d.vis, data, jnp.asarray(vis))
-    ppc = em.closure_ppc(samples, data, key=jax.random.key(1))
+    ppc = em.closure_ppc(samples, data, seed=1)
     # The model's closure phases are the analytic visibilities' (every draw equal).
     t, a1, a2 = (np.asarray(x) for x in (data.time, data.ant1, data.ant2))
     ref = reference_closures(vis, t, a1, a2, "cphase")
@@ -408,18 +405,27 @@ def test_closure_ppc_of_a_geometric_model_and_errors():
         ppc.model, np.broadcast_to(ref, ppc.model.shape), atol=1e-10
     )
     np.testing.assert_allclose(ppc.observed, ref, atol=1e-12)
-    del rng
-    key = jax.random.key(0)
+
+
+def test_closure_ppc_errors():
+    _, samples = pixel_samples(s=4)
+    data, _ = closure_data(np.zeros((NY, NX)), n_times=2)
     with pytest.raises(ValueError, match="`kind` must be one of"):
-        em.closure_ppc(samples, data, "amp", key=key)
+        em.closure_ppc(samples, data, "amp")
     with pytest.raises(ValueError, match="`closures` must be one of"):
-        em.closure_ppc(samples, data, key=key, closures="some")
+        em.closure_ppc(samples, data, closures="some")
     with pytest.raises(TypeError, match="data"):
-        em.closure_ppc(samples, data.vis, key=key)
+        em.closure_ppc(samples, data.vis)
     with pytest.raises(ValueError, match="`uv_min`"):
-        em.closure_ppc(samples, data, key=key, uv_min=-1.0)
+        em.closure_ppc(samples, data, uv_min=-1.0)
     with pytest.raises(ValueError, match="below one wavelength"):
-        em.closure_ppc(samples, data, key=key, uv_min=0.5)
+        em.closure_ppc(samples, data, uv_min=0.5)
+    with pytest.raises(ValueError, match="`num_draws` must be"):
+        em.closure_ppc(samples, data, num_draws=1)
+    with pytest.raises(ValueError, match="no closed triangles"):
+        em.closure_ppc(samples, data, uv_min=1e12)
+    with pytest.raises(TypeError, match="seed"):
+        em.closure_ppc(samples, data, seed="seven")
 
 
 # --- plots -------------------------------------------------------------------------
@@ -482,7 +488,7 @@ def test_plot_image_summary_and_ppc(tmp_path):
     np.testing.assert_allclose(std_ax.images[0].get_array(), summ.std)
     assert "mean" in mean_ax.get_title() and "standard" in std_ax.get_title()
     data, _ = closure_data(np.asarray(problem.model()))
-    ppc = em.closure_ppc(samples, data, key=jax.random.key(0))
+    ppc = em.closure_ppc(samples, data, seed=0)
     fig = em.plot_ppc(ppc)
     fig.savefig(tmp_path / "ppc.png")
     assert (tmp_path / "ppc.png").read_bytes()[:4] == b"\x89PNG"
@@ -503,7 +509,7 @@ def test_summaries_of_a_nuts_run():
     problem = Problem()
     samples = em.sample(
         problem.posterior,
-        key=jax.random.key(0),
+        seed=0,
         num_warmup=100,
         num_samples=100,
         num_chains=2,
@@ -518,7 +524,7 @@ def test_summaries_of_a_nuts_run():
     flat = np.asarray(samples.draws.params).reshape(-1, NY, NX)
     np.testing.assert_allclose(summ.mean, flat.mean(axis=0), rtol=1e-12)
     data, _ = closure_data(np.asarray(problem.model()))
-    ppc = em.closure_ppc(samples, data, "logcamp", key=jax.random.key(1))
+    ppc = em.closure_ppc(samples, data, "logcamp", seed=1)
     assert ppc.replicated.shape[0] == 200
     em.plot_trace(samples, ["params[5]"])
     em.plot_ppc(ppc)

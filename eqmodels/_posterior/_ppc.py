@@ -3,9 +3,8 @@ amplitudes (data replicated from the draws plus the data's thermal noise);
 `ClosurePPC`, what it returns."""
 
 import equinox as eqx
-import jax
 import numpy as np
-from jaxtyping import Float, Int, PRNGKeyArray
+from jaxtyping import Float, Int
 
 from .._data._closures import check_closures, closure_index
 from .._data._visdata import check_uv_limit, check_visdata, VisData
@@ -86,7 +85,7 @@ def closure_ppc(
     data: VisData,
     kind: str = "cphase",
     *,
-    key: PRNGKeyArray,
+    seed: int | np.random.Generator = 0,
     closures: str = "min",
     uv_min: float | int | None = None,
     grid: ImageGrid | None = None,
@@ -97,7 +96,8 @@ def closure_ppc(
     """A posterior-predictive check of closure quantities: for each draw `θ`,
     replicated visibilities `V_rep = V(θ) + σ (ε₁ + iε₂)` (the model's
     visibilities at the data's `(u, v)` plus the data's thermal noise,
-    `ε = jax.random.normal(key, (k, n, 2))`, `k` draws, `n` rows) give replicated closure phases or
+    `ε = np.random.default_rng(seed).standard_normal((k, n, 2))`, `k` draws,
+    `n` rows) give replicated closure phases or
     log closure amplitudes, which are compared with the observed ones through
     the discrepancy `D(y, θ) = 2(1 − cos(y − ŷ(θ)))/σ²` (closure phases) or
     `((y − ŷ(θ))/σ)²` (log closure amplitudes), `ŷ(θ)` the draw's noise-free
@@ -120,7 +120,8 @@ def closure_ppc(
     - `data`: the [`eqmodels.VisData`][] the closures are formed from (one row
       per baseline and timestamp: average it first).
     - `kind`: `"cphase"` or `"logcamp"`.
-    - `key`: a `jax.random.key` for the replicated noise.
+    - `seed`: the replicated noise's seed or `numpy.random.Generator` (numpy's:
+      the check runs on the host).
     - `closures`: `"min"` (a minimal independent set per timestamp) or `"all"`,
       as [`eqmodels.closure_phases`][]; `uv_min`: leave out shorter baselines
       (wavelengths) first.
@@ -198,7 +199,13 @@ def closure_ppc(
     term = VisChi2.from_data(data, grid, forward=forward)
     vis_model = np.asarray(map_draws(term.model_vis, models, batch_size))
     k, n = vis_model.shape
-    eps = np.asarray(jax.random.normal(key, (k, n, 2)), float)
+    if isinstance(seed, bool) or not isinstance(
+        seed, int | np.integer | np.random.Generator
+    ):
+        raise TypeError(
+            f"`seed` must be an int or a numpy.random.Generator, got {seed!r}."
+        )
+    eps = np.random.default_rng(seed).standard_normal((k, n, 2))
     vis_rep = vis_model + sig_vis * (eps[..., 0] + 1j * eps[..., 1])
     observed = closure_quantities(vis_obs, rows, signs, kind)
     model = closure_quantities(vis_model, rows, signs, kind)
