@@ -509,7 +509,7 @@ def test_summaries_of_a_nuts_run():
     problem = Problem()
     samples = em.sample(
         problem.posterior,
-        seed=0,
+        key=jax.random.key(0),
         num_warmup=100,
         num_samples=100,
         num_chains=2,
