@@ -289,6 +289,23 @@ from ._posterior._sample import sample as sample, Samples as Samples
 
 # --- end posteriors ---
 # isort: split
+# --- posterior summaries and plots ---
+from ._plot._posterior import (
+    plot_corner as plot_corner,
+    plot_image_summary as plot_image_summary,
+    plot_ppc as plot_ppc,
+    plot_trace as plot_trace,
+)
+from ._posterior._arviz import to_arviz as to_arviz
+from ._posterior._image_summary import (
+    image_summary as image_summary,
+    ImageSummary as ImageSummary,
+)
+from ._posterior._ppc import closure_ppc as closure_ppc, ClosurePPC as ClosurePPC
+
+
+# --- end posterior summaries and plots ---
+# isort: split
 # --- recipes and command line ---
 from ._recipe._m87 import (
     closure_score as closure_score,
@@ -494,4 +511,13 @@ __all__ = [
     "WeightedL1",
     "with_gains",
     "WithGains",
+    "to_arviz",
+    "image_summary",
+    "ImageSummary",
+    "closure_ppc",
+    "ClosurePPC",
+    "plot_corner",
+    "plot_image_summary",
+    "plot_ppc",
+    "plot_trace",
 ]
