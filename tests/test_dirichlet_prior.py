@@ -14,7 +14,15 @@ import pytest
 
 import eqmodels as em
 
-from .test_posterior_sample import batch_means_se
+
+def batch_means_se(x, n_batches=20):
+    """Monte-Carlo standard error of the mean of each column of `x`
+    `(chains, draws, k)` by batch means (robust to autocorrelation)."""
+    c, d, k = x.shape
+    b = d // n_batches
+    means = x[:, : b * n_batches].reshape(c, n_batches, b, k).mean(axis=2)
+    means = means.reshape(-1, k)
+    return means.std(axis=0, ddof=1) / np.sqrt(means.shape[0])
 
 
 def np_simplex(y):

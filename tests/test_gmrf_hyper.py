@@ -14,6 +14,7 @@ import pytest
 import eqmodels as em
 
 from .reference.numpy_ft import dft_matrix
+from .test_dirichlet_prior import batch_means_se
 from .test_posterior import grid_laplacian
 
 
@@ -403,3 +404,53 @@ def test_posterior_errors_for_joint_priors():
     ok = em.ParameterPrior(lambda m: (m.sigma, m.rho), lambda sr: -sr[0] * sr[1])
     p = em.Posterior(term, [ok], model)
     np.testing.assert_allclose(p.log_prior(model), -0.5 * 1.5, rtol=1e-14)
+
+
+@pytest.mark.slow  # NUTS: 4000 draws and blackjax's compile
+def test_nuts_with_uninformative_data_recovers_the_hierarchical_prior():
+    """Non-centred, the data uninformative (σ_vis = 1e6): the draws of (σ, ρ) follow
+    their log-normal hyperpriors, and the log image's pixel-averaged squared
+    deviation from μ has the mean E[σ²] = exp(2m + 2s²) (σ² being its
+    conditional mean exactly)."""
+    pytest.importorskip("blackjax")
+    grid = em.ImageGrid.from_fov((3, 3), 60.0)
+    term = em.VisChi2(
+        em.DirectFT(grid, np.zeros(1), np.zeros(1)),
+        np.array([1.0 + 0j]),
+        np.array([1e6]),
+    )
+    m_s, m_r, s = np.log(0.5), np.log(2.0), 0.4
+
+    def log_normal(x, m):
+        return jnp.sum(
+            -jnp.log(x * s * jnp.sqrt(2 * jnp.pi)) - (jnp.log(x) - m) ** 2 / (2 * s**2)
+        )
+
+    priors = [
+        em.GMRFHyperPrior(),
+        em.ParameterPrior(
+            lambda m: m.sigma, lambda x: log_normal(x, m_s), support="positive"
+        ),
+        em.ParameterPrior(
+            lambda m: m.rho, lambda x: log_normal(x, m_r), support="positive"
+        ),
+    ]
+    model = em.GMRFImage(grid, sigma=0.5, rho=2.0, mean=-3.0)
+    post = em.Posterior(term, priors, model)
+    res = em.sample(
+        post, key=jax.random.key(7), num_warmup=300, num_samples=1000, num_chains=4
+    )
+    logs = np.log(np.stack([res.draws.sigma, res.draws.rho], axis=-1))  # (4, 1000, 2)
+    x = np.asarray(eqx.filter_vmap(eqx.filter_vmap(lambda m: m.log_image()))(res.draws))
+    dev2 = np.mean((x + 3.0) ** 2, axis=(2, 3))[..., None]  # (4, 1000, 1)
+    stats = np.concatenate([logs, dev2], axis=-1)
+    flat = stats.reshape(-1, 3)
+    want = np.array([m_s, m_r, np.exp(2 * m_s + 2 * s**2)])
+    z = (flat.mean(axis=0) - want) / batch_means_se(stats)
+    sd_rel = flat[:, :2].std(axis=0, ddof=1) / s - 1
+    print(
+        f"z (ln σ, ln ρ, mean dev²) {np.round(z, 2)}; sd rel. error {np.round(sd_rel, 3)}"
+    )
+    assert np.abs(z).max() < 4.5
+    assert np.abs(sd_rel).max() < 0.15
+    assert int(res.divergences.sum()) == 0
