@@ -277,7 +277,10 @@ from ._terms._at_frequency import AtFrequency as AtFrequency
 # --- end multi-frequency ---
 # isort: split
 # --- posteriors ---
+from ._posterior._dirichlet import DirichletPrior as DirichletPrior
 from ._posterior._gmrf import GMRFPrior as GMRFPrior
+from ._posterior._gmrf_hyper import GMRFHyperPrior as GMRFHyperPrior
+from ._posterior._gmrf_image import GMRFImage as GMRFImage
 from ._posterior._laplace import Laplace as Laplace, laplace as laplace
 from ._posterior._posterior import Posterior as Posterior
 from ._posterior._priors import (
@@ -285,6 +288,7 @@ from ._posterior._priors import (
     ParameterPrior as ParameterPrior,
 )
 from ._posterior._sample import sample as sample, Samples as Samples
+from ._posterior._simplex import SimplexImage as SimplexImage
 
 
 # --- end posteriors ---
@@ -376,6 +380,7 @@ __all__ = [
     "Crescent",
     "DeltaPulse",
     "DirectFT",
+    "DirichletPrior",
     "Disk",
     "DTermPrior",
     "DTermTable",
@@ -394,6 +399,8 @@ __all__ = [
     "GaussianImage",
     "GaussianMoments",
     "GaussianPulse",
+    "GMRFHyperPrior",
+    "GMRFImage",
     "GMRFPrior",
     "GaussNewton",
     "GullSkillingEntropy",
@@ -477,6 +484,7 @@ __all__ = [
     "sharded_parts",
     "Shifted",
     "SimpleEntropy",
+    "SimplexImage",
     "Solution",
     "solution_intervals",
     "solve",
