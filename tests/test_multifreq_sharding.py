@@ -190,6 +190,24 @@ def test_gain_corrected_band_terms_stay_replicated():
         em.BandShardedChi2(wrapped, _mesh(2, 2))
 
 
+def test_log_likelihood_equals_the_unsharded_objectives():
+    """The band-sharded objective's log-likelihood (unweighted: weights 2 and 1
+    do not enter) equals the unsharded terms' sum, value 1e-13 and gradient
+    1e-12, padding rows left out."""
+    model, _, _ = _model(4)
+    terms = _terms(FREQS[:2])
+    weighted = [2.0 * t if k % 2 else t for k, t in enumerate(terms)]
+    sharded = em.shard_bands([*weighted, em.SpectralL2(GRID)], _mesh(2, 2))
+    assert any(isinstance(t, em.BandShardedChi2) for t in sharded.terms)
+    plain = em.Objective(terms)
+    ll = eqx.filter_jit(eqx.filter_value_and_grad(lambda m, o: o.log_likelihood(m)))
+    value, grad = ll(model, sharded)
+    ref_value, ref_grad = ll(model, plain)
+    assert_allclose(value, ref_value, rtol=1e-13)
+    for x, y in zip(jax.tree.leaves(grad), jax.tree.leaves(ref_grad)):
+        assert_allclose(x, y, rtol=1e-12)
+
+
 def test_errors():
     terms = _terms(FREQS[:2])
     mesh = _mesh(2, 2)
@@ -216,8 +234,6 @@ def test_errors():
         em.shard_bands(sum(terms), mesh)
     with pytest.raises(ValueError, match="no AtFrequency data term"):
         em.shard_bands([em.TV(GRID)], mesh)
-    with pytest.raises(NotImplementedError, match="no log_likelihood"):
-        em.shard_bands(terms, mesh).log_likelihood(_model()[0])
     with pytest.raises(ValueError, match="chi2_offset"):
         em.shard_bands(em.Objective(terms, chi2_offset=True, share=False), mesh)
 

@@ -673,3 +673,24 @@ def test_training_loop_recipe_of_the_docs_compiles_once():
     assert run(Scaled(GRID, jnp.asarray(x), jnp.exp), True) == 1
     assert run(em.PixelImage.from_image(jnp.exp(x), GRID), True) == 1
     assert run(Scaled(GRID, jnp.asarray(x), jnp.exp), False) == 2
+
+
+_llg = eqx.filter_jit(jax.value_and_grad(lambda x, t: t.log_likelihood(x)))
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["auto", "explicit"])
+@pytest.mark.parametrize("name", ["vis", "amp", "cphase"])
+def test_log_likelihood_equals_the_unsharded_terms(name, explicit):
+    """`ShardedChi2.log_likelihood` (what a `Posterior` over sharded data calls):
+    the wrapped term's normalised log-likelihood, padding rows left out, value and
+    gradient, on Auto and Explicit axes (7 devices: every term padded)."""
+    case = next(c for c in DATA_TERMS if c.name == name)
+    term = case.build("direct")
+    mesh = _explicit_mesh(7) if explicit else mesh_of(7)
+    sharded = em.ShardedChi2(term, mesh)
+    assert sharded.term.rows > term.rows  # padded
+    x = jnp.asarray(IMAGES[0])
+    val, grad = _llg(x, sharded)
+    ref_val, ref_grad = _llg(x, term)
+    assert_allclose(val, ref_val, rtol=VALUE_RTOL)
+    assert_allclose(grad, ref_grad, rtol=GRAD_RTOL)

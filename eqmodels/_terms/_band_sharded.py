@@ -237,12 +237,30 @@ class BandShardedChi2(AbstractTerm, AbstractSharded):
         return (scale[:, None] * res).reshape(-1)
 
     def log_likelihood(self, image: ImageLike) -> Scalar:
-        """Not available on band-sharded terms: take the log-likelihood of the
-        unsharded objective (the same data)."""
-        raise NotImplementedError(
-            "BandShardedChi2 has no log_likelihood: evaluate it on the unsharded "
-            "objective (`em.Objective(terms).log_likelihood(model)`)."
-        )
+        """The bands' normalised Gaussian log-likelihoods, summed (see
+        [`eqmodels.AbstractDataTerm.log_likelihood_from_vis`][]): each band's
+        from its χ² (evaluated on its device group) and its live rows' weights;
+        **unweighted** (the band weights do not enter, as in
+        [`eqmodels.Objective.log_likelihood`][]).
+
+        **Arguments:** `image`, a [`eqmodels.MultiFrequencyImage`][].
+
+        **Returns:** `ln L`, a scalar.
+        """
+        k = self.term.reals_per_row
+        if k is None:
+            raise NotImplementedError(
+                f"{type(self.term).__name__} does not declare `reals_per_row`: its "
+                "χ² cannot be turned into a normalised log-likelihood (see "
+                "`AbstractDataTerm`)."
+            )
+        chi2 = self.band_values(image)
+        w = self.term.weight
+        live = w > 0
+        log_w = jnp.where(live, jnp.log(jnp.where(live, w, 1.0)), 0.0)
+        log_w = jnp.sum(log_w.reshape(w.shape[0], -1), axis=1)
+        n = (k * jnp.asarray(self.term.n_rows)).astype(chi2.dtype)
+        return jnp.sum(-0.5 * n * chi2 + 0.5 * k * log_w - 0.5 * n * np.log(2 * np.pi))
 
     def _mapped(self, fn, images, out_spec):
         band, rows = self.band_axis, self.axis_name

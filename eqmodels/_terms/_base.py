@@ -195,6 +195,11 @@ class AbstractDataTerm(AbstractTerm):
 
         **Returns:** `ln L`, a scalar.
         """
+        return self._log_likelihood_from_chi2(self.chi2_from_vis(vis))
+
+    def _log_likelihood_from_chi2(self, chi2: Scalar) -> Scalar:
+        """`ln L` from the term's χ² and its live rows' weights (see
+        `log_likelihood_from_vis`)."""
         k = self.reals_per_row
         if k is None:
             raise NotImplementedError(
@@ -204,7 +209,6 @@ class AbstractDataTerm(AbstractTerm):
                 "(2 for complex data, 1 for real data) if its χ² is the mean of "
                 "(r/σ)² over those values (see `AbstractDataTerm`)."
             )
-        chi2 = self.chi2_from_vis(vis)
         w = self.weight
         live = w > 0
         log_w = jnp.sum(jnp.where(live, jnp.log(jnp.where(live, w, 1.0)), 0.0))

@@ -274,6 +274,18 @@ class ShardedChi2(AbstractTermWrapper, AbstractSharded):
         """
         return compiled(_sharded_value, self, image)
 
+    def log_likelihood(self, image: ImageLike) -> Scalar:
+        """The wrapped term's normalised Gaussian log-likelihood (see
+        [`eqmodels.AbstractDataTerm.log_likelihood_from_vis`][]), from the χ²
+        evaluated where the rows live (padding rows, of weight 0, contribute
+        nothing).
+
+        **Arguments:** `image`, an `(ny, nx)` array or an image model.
+
+        **Returns:** `ln L`, a scalar.
+        """
+        return self._log_likelihood_from_chi2(self(image))
+
     def residuals(self, image: ImageLike) -> Float[Array, " m"]:
         """The residuals of every (padded) row, computed where the rows live and
         concatenated device by device (padding rows give exact zeros); `Σ r²` is the
