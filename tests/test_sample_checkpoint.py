@@ -441,3 +441,83 @@ def test_chains_on_a_mesh_resume_bit_for_bit(problem, tmp_path):
     assert len(resumed.positions.sharding.device_set) == 4
     assert resumed.positions.sharding.shard_shape(resumed.positions.shape)[0] == 1
     assert resumed.stats["step_size"].sharding.shard_shape((4,)) == (1,)
+
+
+def test_fingerprint_sees_through_a_type_checker_wrapper():
+    """A function checked by jaxtyping + beartype (as the suite's import hook
+    wraps the package's, `GMRFPrior`'s default `where` among them) is described
+    by the function it wraps: before, its checker's data (described by memory
+    address) made it refused."""
+    from beartype import beartype
+    from jaxtyping import Array, Float, jaxtyped
+
+    from eqmodels._solvers._checkpoint import _describe
+
+    def double(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return 2 * x
+
+    def triple(x: Float[Array, " n"]) -> Float[Array, " n"]:
+        return 3 * x
+
+    checked = jaxtyped(typechecker=beartype)(double)
+    assert checked is not double and checked.__wrapped__ is double
+    assert _describe(checked) == _describe(double)
+    assert _describe(jaxtyped(typechecker=beartype)(triple)) != _describe(checked)
+
+
+_CHILD = """
+import os, signal, sys
+os.environ["JAX_PLATFORMS"] = "cpu"
+import jax
+jax.config.update("jax_enable_x64", True)
+sys.path.insert(0, os.getcwd())
+import eqmodels as em
+from tests.test_posterior import Problem
+from tests.test_sample_checkpoint import KW, S, EVERY
+
+def die(done, samples):
+    if done == 2 * EVERY:  # after the second chunk is written
+        os.kill(os.getpid(), signal.SIGKILL)
+
+em.sample(Problem().posterior, num_samples=S, checkpoint=sys.argv[1],
+          checkpoint_every=EVERY, callback=die, **KW)
+"""
+
+
+@pytest.mark.slow
+def test_a_run_killed_with_sigkill_resumes_bit_for_bit(problem, plain, tmp_path):
+    """A process killed (SIGKILL) after its second chunk leaves its lock and two
+    chunks; the next call takes the dead process's lock over and finishes with
+    the uninterrupted run's draws."""
+    import pathlib
+    import signal
+    import subprocess
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    folder = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(folder)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert (folder / "sample.lock").exists()  # left by the dead process
+    assert sorted(json.loads((folder / "sample.json").read_text())["files"]) == [
+        "draws_00000.npz",
+        "draws_00001.npz",
+        "warmup.npz",
+    ]
+    seen = []
+    resumed = em.sample(
+        problem.posterior,
+        num_samples=S,
+        checkpoint=folder,
+        checkpoint_every=EVERY,
+        callback=lambda done, s: seen.append(done),
+        **KW,
+    )
+    assert seen == [S]  # only the last chunk ran here
+    assert_same(resumed, plain)
+    assert not (folder / "sample.lock").exists()

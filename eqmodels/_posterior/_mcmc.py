@@ -144,7 +144,7 @@ def run_chains(
 
     def as_state(arrays):  # blackjax's state (of both kernels), from arrays
         return blackjax.mcmc.hmc.HMCState(
-            *(place(jnp.asarray(arrays[k])) for k in state_shapes)
+            *(place(arrays[k]) for k in state_shapes)
         )
 
     warm = None if folder is None else folder.load(WARMUP, warm_shapes)
@@ -174,11 +174,11 @@ def run_chains(
             )
     else:
         state = as_state(warm)
-        step_size = place(jnp.asarray(warm["step_size"]))
-        imm = place(jnp.asarray(warm["inverse_mass_matrix"]))
+        step_size = place(warm["step_size"])
+        imm = place(warm["inverse_mass_matrix"])
         k_draw = place(
             jax.random.wrap_key_data(
-                jnp.asarray(warm["draw_keys"]), impl=jax.random.key_impl(keys)
+                jax.device_put(warm["draw_keys"]), impl=jax.random.key_impl(keys)
             )
         )
         if bar is not None:
@@ -237,7 +237,7 @@ def run_chains(
             chunk,
             *static,
         )
-        out = [x if m == chunk else x[:, :m] for x in out]
+        out = [x if m == chunk else np.asarray(x)[:, :m] for x in out]
         arrays = dict(zip(("positions", "log_density", *STATS), out))
         if folder is not None:
             folder.save(
@@ -263,12 +263,14 @@ def run_chains(
 
 
 def _join(parts, count, place):
-    """The chunks' draws joined along the draws axis, the first `count`."""
+    """The chunks' draws joined along the draws axis, the first `count` (on the
+    host, where they are: no program compiled for these shapes)."""
 
     def cat(key):
-        xs = [jnp.asarray(p[key]) for p in parts]
-        x = xs[0] if len(xs) == 1 else jnp.concatenate(xs, axis=1)
-        return place(x[:, :count] if x.shape[1] > count else x)
+        if len(parts) == 1 and parts[0][key].shape[1] == count:
+            return place(parts[0][key])
+        x = np.concatenate([np.asarray(p[key]) for p in parts], axis=1)
+        return place(x[:, :count])
 
     return cat("positions"), cat("log_density"), {k: cat(k) for k in STATS}
 

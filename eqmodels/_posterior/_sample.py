@@ -210,7 +210,7 @@ def sample(
         k_init, (num_chains, z0.shape[0]), z0.dtype, -1.0, 1.0
     )
     keys = jax.random.split(k_run, num_chains)
-    place = jnp.asarray
+    place = jax.device_put  # (numpy arrays read back: no program compiled)
     if mesh is not None:
         mesh, axis_name, size = check_mesh(mesh, axis_name)
         if num_chains % size:
@@ -234,8 +234,14 @@ def sample(
     folder = None
     if checkpoint is not None:
         # Before anything runs: what cannot be fingerprinted is refused now.
+        try:
+            posterior_fp = fingerprint(posterior, None, None)
+        except ValueError as e:
+            raise ValueError(
+                f"`checkpoint`: the posterior cannot be fingerprinted: {e}"
+            ) from None
         meta = {
-            "posterior": fingerprint(posterior, None, None),
+            "posterior": posterior_fp,
             "options": {
                 "method": method,
                 "num_warmup": int(num_warmup),
