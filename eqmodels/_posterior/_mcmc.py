@@ -143,9 +143,7 @@ def run_chains(
     static = (blackjax, method, num_integration_steps)
 
     def as_state(arrays):  # blackjax's state (of both kernels), from arrays
-        return blackjax.mcmc.hmc.HMCState(
-            *(place(arrays[k]) for k in state_shapes)
-        )
+        return blackjax.mcmc.hmc.HMCState(*(place(arrays[k]) for k in state_shapes))
 
     warm = None if folder is None else folder.load(WARMUP, warm_shapes)
     if warm is None:

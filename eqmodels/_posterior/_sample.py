@@ -47,7 +47,7 @@ class Samples(eqx.Module):
 
     @property
     def divergences(self) -> Int[Array, " chains"]:
-        """The number of divergent transitions of each chain."""
+        """The number of divergent transitions of each chain (NUTS, HMC)."""
         return jnp.sum(self.stats["is_divergent"], axis=1)
 
     def rhat(self) -> np.ndarray:
