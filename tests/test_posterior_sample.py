@@ -114,7 +114,7 @@ def test_sample_errors():
     post = problem.posterior
     key = jax.random.key(0)
     with pytest.raises(ValueError, match="`method` must be one of"):
-        em.sample(post, key=key, method="hmc")
+        em.sample(post, key=key, method="gibbs")
     with pytest.raises(ValueError, match="`num_samples` must be an int"):
         em.sample(post, key=key, num_samples=0)
     with pytest.raises(ValueError, match="`jitter` must be finite"):

@@ -1,5 +1,9 @@
-"""`sample`: NUTS with window adaptation (blackjax) over a `Posterior`, chains
-vmapped; `Samples`, what it returns."""
+"""`sample`: NUTS or HMC with window adaptation (blackjax) over a `Posterior`,
+chains vmapped, checkpointed and resumable; `Samples`, what it returns."""
+
+import hashlib
+import os
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -8,12 +12,17 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
+from .._progress import progress_bar
 from .._sharding._mesh import check_mesh
+from .._solvers._checkpoint import fingerprint
+from .._validation import check_flag
+from ._checkpoint import open_sample_folder
 from ._diagnostics import ess, split_rhat
+from ._mcmc import run_chains
 from ._posterior import Posterior
 
 
-METHODS = ("nuts",)
+METHODS = ("nuts", "hmc")
 
 
 class Samples(eqx.Module):
@@ -27,8 +36,8 @@ class Samples(eqx.Module):
     - `log_density`: the sampled density (unconstrained, with the log-Jacobian)
       at each draw, `(chains, samples)`.
     - `stats`: `acceptance_rate`, `is_divergent`, `num_integration_steps`
-      (each `(chains, samples)`), and the adapted `step_size` `(chains,)` and
-      `inverse_mass_matrix` `(chains, n)`.
+      (each `(chains, samples)`; HMC's is its fixed number), and the adapted
+      `step_size` `(chains,)` and `inverse_mass_matrix` `(chains, n)`.
     """
 
     draws: PyTree
@@ -38,7 +47,7 @@ class Samples(eqx.Module):
 
     @property
     def divergences(self) -> Int[Array, " chains"]:
-        """The number of divergent transitions of each chain."""
+        """The number of divergent transitions of each chain (NUTS, HMC)."""
         return jnp.sum(self.stats["is_divergent"], axis=1)
 
     def rhat(self) -> np.ndarray:
@@ -64,14 +73,27 @@ def sample(
     num_chains: int = 4,
     jitter: float = 0.1,
     target_acceptance_rate: float = 0.8,
+    num_integration_steps: int | None = None,
     mesh: Mesh | None = None,
     axis_name: str = "chains",
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int | None = None,
+    progress: bool = False,
+    callback: Callable[[int, Samples], None] | None = None,
 ) -> Samples:
-    """Draw from a [`eqmodels.Posterior`][] with NUTS (blackjax's `nuts`, with
-    `window_adaptation` of the step size and a diagonal mass matrix), the chains
-    vmapped in one compiled program. Sampling is in the posterior's flat
+    """Draw from a [`eqmodels.Posterior`][] with NUTS or HMC (blackjax's `nuts` or
+    `hmc`, with `window_adaptation` of the step size and a diagonal mass matrix),
+    the chains vmapped in one compiled program. Sampling is in the posterior's flat
     unconstrained coordinates (positive leaves as `ln θ`, their Jacobian
     included); the draws are returned as models.
+
+    After the warm-up (one compiled program), the draws are made in chunks of
+    `checkpoint_every` compiled steps; between chunks the chains' state can be
+    saved (`checkpoint`), progress shown (`progress`) and the draws so far looked
+    at (`callback`). Draw `j` of a chain uses the key `fold_in(k, j)` of its
+    chain's key `k`, so the draws do not depend on the chunking: a chunked run,
+    an unchunked one and a resumed one give the same draws, bit for bit (on one
+    device configuration).
 
     **Arguments:**
 
@@ -80,18 +102,42 @@ def sample(
       starts at it plus a uniform jitter in `[−jitter, jitter]` on every
       unconstrained coordinate.
     - `key`: a `jax.random.key`.
-    - `method`: `"nuts"` (the only one).
+    - `method`: `"nuts"` (the No-U-Turn sampler) or `"hmc"` (Hamiltonian Monte
+      Carlo with `num_integration_steps` leapfrog steps per draw).
     - `num_warmup`: adaptation steps (discarded); `num_samples`: draws kept per
       chain; `num_chains`: independent chains.
     - `jitter`: the half-width of the starting jitter (0: all chains start at
       `init`).
     - `target_acceptance_rate`: the dual-averaging target of the adaptation.
+    - `num_integration_steps`: HMC's leapfrog steps per draw (default 10;
+      `method="hmc"` only: NUTS chooses its own).
     - `mesh`, `axis_name`: to spread the chains over devices, a
       `jax.sharding.Mesh` with an axis `axis_name` whose size divides
       `num_chains`: the chains' starts and keys are sharded along it (the
-      posterior replicated), and the one compiled program runs each device's
+      posterior replicated), and the compiled programs run each device's
       chains there (the mesh's axes are used as automatic ones). Default: no
       sharding.
+    - `checkpoint`: a folder (created) for the run's state: after warm-up and
+      after every chunk, the chains' state, the adapted step sizes and mass
+      matrices, the chains' keys and the chunk's draws are written to it
+      (atomically), with a fingerprint of the posterior and the settings.
+      Called again with the same folder and arguments (after a crash, a
+      `kill`, a pre-empted job), `sample` reads back what is there and runs only
+      the rest: the result is the one of an uninterrupted run. A larger
+      `num_samples` continues the chains (a smaller one returns the first
+      draws). A folder of another run (other posterior, `init`, `key`, `method`,
+      `num_warmup`, `num_chains`, `jitter`, target or integration steps), in use
+      by another process, or with a missing or corrupt file is refused
+      (`CheckpointError`, a `ValueError`, naming what differs or the file).
+    - `checkpoint_every`: draws per chunk (default: a tenth of `num_samples`
+      with `checkpoint`, `progress` or `callback`, else all of them in one
+      chunk).
+    - `progress`: show the warm-up and the draws, chunk by chunk, with the
+      acceptance rate and divergences so far (tqdm when installed, else a line
+      per chunk on stderr). Never inside the compiled programs.
+    - `callback`: `callback(done, samples)` after each chunk computed by this
+      call, with the [`eqmodels.Samples`][] of the `done` draws so far (to
+      watch R̂ grow better; raising from it stops the run, its checkpoint kept).
 
     **Returns:** [`eqmodels.Samples`][] (draws, log densities, statistics).
     """
@@ -113,7 +159,7 @@ def sample(
         ("num_samples", num_samples, 1),
         ("num_chains", num_chains, 1),
     ):
-        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < lo:
+        if not _is_int(v) or v < lo:
             raise ValueError(f"`{name}` must be an int ≥ {lo}, got {v!r}.")
     if not (np.isfinite(jitter) and jitter >= 0):
         raise ValueError(f"`jitter` must be finite and ≥ 0, got {jitter!r}.")
@@ -121,6 +167,37 @@ def sample(
         raise ValueError(
             "`target_acceptance_rate` must be in (0, 1), got "
             f"{target_acceptance_rate!r}."
+        )
+    if method == "hmc":
+        if num_integration_steps is None:
+            num_integration_steps = 10
+        if not _is_int(num_integration_steps) or num_integration_steps < 1:
+            raise ValueError(
+                "`num_integration_steps` must be an int ≥ 1 (HMC's leapfrog steps "
+                f"per draw), got {num_integration_steps!r}."
+            )
+        num_integration_steps = int(num_integration_steps)
+    elif num_integration_steps is not None:
+        raise ValueError(
+            f"`num_integration_steps` is for `method='hmc'`; {method!r} chooses its "
+            "own number of steps: leave it out."
+        )
+    if checkpoint_every is not None and (
+        not _is_int(checkpoint_every) or checkpoint_every < 1
+    ):
+        raise ValueError(
+            "`checkpoint_every` must be an int ≥ 1 (draws per chunk) or None, got "
+            f"{checkpoint_every!r}."
+        )
+    progress = check_flag("progress", progress)
+    if callback is not None and not callable(callback):
+        raise TypeError(
+            f"`callback` must be callable(done, samples) or None, got {callback!r}."
+        )
+    if checkpoint is not None and not isinstance(checkpoint, str | os.PathLike):
+        raise TypeError(
+            "`checkpoint` must be a folder path (str or os.PathLike) or None, got "
+            f"{type(checkpoint).__name__}."
         )
     z0 = posterior.to_unconstrained(init)
     if not np.isfinite(np.asarray(posterior.log_density_unconstrained(z0))):
@@ -133,6 +210,7 @@ def sample(
         k_init, (num_chains, z0.shape[0]), z0.dtype, -1.0, 1.0
     )
     keys = jax.random.split(k_run, num_chains)
+    place = jax.device_put  # (numpy arrays read back: no program compiled)
     if mesh is not None:
         mesh, axis_name, size = check_mesh(mesh, axis_name)
         if num_chains % size:
@@ -145,51 +223,78 @@ def sample(
         auto = Mesh(mesh.devices, mesh.axis_names)
         spread = NamedSharding(auto, P(axis_name))
         z0s, keys = jax.device_put((z0s, keys), spread)
-    positions, logdens, stats = _run(
-        posterior,
-        z0s,
-        keys,
-        blackjax,
-        int(num_warmup),
-        int(num_samples),
-        float(target_acceptance_rate),
-    )
-    draws = eqx.filter_vmap(eqx.filter_vmap(posterior.from_unconstrained))(positions)
-    return Samples(draws, positions, logdens, stats)
 
+        def place(x):
+            return jax.device_put(x, spread)
 
-@eqx.filter_jit
-def _run(posterior, z0s, keys, blackjax, num_warmup, num_samples, target):
-    def logdensity(z):
-        return posterior.log_density_unconstrained(z)
+    num_samples = int(num_samples)
+    if checkpoint_every is None:
+        chunked = checkpoint is not None or progress or callback is not None
+        checkpoint_every = -(-num_samples // 10) if chunked else num_samples
+    folder = None
+    if checkpoint is not None:
+        # Before anything runs: what cannot be fingerprinted is refused now.
+        try:
+            posterior_fp = fingerprint(posterior, None, None)
+        except ValueError as e:
+            raise ValueError(
+                f"`checkpoint`: the posterior cannot be fingerprinted: {e}"
+            ) from None
+        meta = {
+            "posterior": posterior_fp,
+            "options": {
+                "method": method,
+                "num_warmup": int(num_warmup),
+                "num_chains": int(num_chains),
+                "jitter": float(jitter),
+                "target_acceptance_rate": float(target_acceptance_rate),
+                "num_integration_steps": num_integration_steps,
+                "init": _digest(z0),
+                "key": _digest(jax.random.key_data(key)),
+                "key_impl": str(jax.random.key_impl(key)),
+            },
+        }
+        folder = open_sample_folder(checkpoint, meta)
 
-    def chain(z0, key):
-        k_warm, k_draw = jax.random.split(key)
-        warmup = blackjax.window_adaptation(
-            blackjax.nuts, logdensity, target_acceptance_rate=target
+    def draws_of(positions):
+        return eqx.filter_vmap(eqx.filter_vmap(posterior.from_unconstrained))(positions)
+
+    on_chunk = None
+    if callback is not None:
+
+        def on_chunk(done, positions, logdens, stats):
+            callback(done, Samples(draws_of(positions), positions, logdens, stats))
+
+    bar = progress_bar(num_samples, progress, desc="sample", unit="draw", units="draws")
+    try:
+        positions, logdens, stats = run_chains(
+            posterior,
+            z0s,
+            keys,
+            blackjax=blackjax,
+            method=method,
+            num_integration_steps=num_integration_steps,
+            num_warmup=int(num_warmup),
+            num_samples=num_samples,
+            target=float(target_acceptance_rate),
+            chunk=int(checkpoint_every),
+            place=place,
+            folder=folder,
+            bar=bar,
+            on_chunk=on_chunk,
         )
-        (state, parameters), _ = warmup.run(k_warm, z0, num_steps=num_warmup)
-        kernel = blackjax.nuts(logdensity, **parameters)
+    finally:
+        if folder is not None:
+            folder.close()
+        if bar is not None:
+            bar.close()
+    return Samples(draws_of(positions), positions, logdens, stats)
 
-        def step(state, k):
-            state, info = kernel.step(k, state)
-            return state, (
-                state.position,
-                state.logdensity,
-                info.acceptance_rate,
-                info.is_divergent,
-                info.num_integration_steps,
-            )
 
-        _, out = jax.lax.scan(step, state, jax.random.split(k_draw, num_samples))
-        return out, parameters["step_size"], parameters["inverse_mass_matrix"]
+def _is_int(v) -> bool:
+    return not isinstance(v, bool) and isinstance(v, int | np.integer)
 
-    (pos, lp, acc, div, nsteps), step_size, imm = jax.vmap(chain)(z0s, keys)
-    stats = {
-        "acceptance_rate": acc,
-        "is_divergent": div,
-        "num_integration_steps": nsteps,
-        "step_size": step_size,
-        "inverse_mass_matrix": imm,
-    }
-    return pos, lp, stats
+
+def _digest(x) -> str:
+    a = np.ascontiguousarray(np.asarray(x))
+    return hashlib.sha256(f"{a.shape}{a.dtype}".encode() + a.tobytes()).hexdigest()

@@ -111,6 +111,10 @@ def _describe(x, depth: int = 0, seen=None) -> str:
         return f"partial({sub(x.func)},{sub(x.args)},{sub(x.keywords)})"
     if isinstance(x, types.MethodType):
         return f"method({sub(x.__func__)},{sub(x.__self__)})"
+    if isinstance(x, types.FunctionType) and _type_checker_wrapper(x):
+        # A runtime type checker's wrapper (jaxtyping's import hook): the function
+        # it checks, not its bookkeeping (which describes itself by address).
+        return sub(x.__wrapped__)
     if isinstance(x, types.FunctionType):
         names = _names_read(x)
         cells = tuple(
@@ -157,6 +161,17 @@ def _describe(x, depth: int = 0, seen=None) -> str:
             "or a function's closure, or run the survey without `checkpoint=`."
         )
     return text
+
+
+_TYPE_CHECKERS = ("jaxtyping", "beartype", "typeguard")
+
+
+def _type_checker_wrapper(fn: types.FunctionType) -> bool:
+    """Whether `fn` is a runtime type checker's wrapper of a function."""
+    if not isinstance(getattr(fn, "__wrapped__", None), types.FunctionType):
+        return False
+    file = fn.__code__.co_filename
+    return any(f"{os.sep}{name}{os.sep}" in file for name in _TYPE_CHECKERS)
 
 
 def _slots(klass) -> tuple[str, ...]:
@@ -584,8 +599,9 @@ class _Lock:
     with SIGKILL) is stale and taken over; one of another host, or of a running
     process, refuses the folder."""
 
-    def __init__(self, path: pathlib.Path):
+    def __init__(self, path: pathlib.Path, what: str = "survey"):
         self.path = path
+        self.what = what  # who uses such folders, in messages
         self.held = False
         self.mine = json.dumps(
             {"pid": os.getpid(), "host": socket.gethostname(), "time": time.time()}
@@ -613,7 +629,7 @@ class _Lock:
         return owner if isinstance(owner, dict) else None
 
     def acquire(self) -> None:
-        folder = self.path.parent
+        folder, lock, what = self.path.parent, self.path.name, self.what
         for _ in range(3):
             if self._create():
                 self.held = True
@@ -623,33 +639,33 @@ class _Lock:
                 continue
             if owner is None:
                 raise CheckpointError(
-                    f"`checkpoint` folder {str(folder)!r}: its lock {LOCK} is "
-                    "unreadable: if no survey runs on this folder, delete it."
+                    f"`checkpoint` folder {str(folder)!r}: its lock {lock} is "
+                    f"unreadable: if no {what} runs on this folder, delete it."
                 )
             pid, host = owner.get("pid"), owner.get("host")
             if host != socket.gethostname() or not isinstance(pid, int):
                 raise CheckpointError(
                     f"`checkpoint` folder {str(folder)!r} is in use by process "
-                    f"{pid} on {host} ({LOCK}): wait for that survey, or use "
-                    f"another folder (if it no longer runs, delete {LOCK})."
+                    f"{pid} on {host} ({lock}): wait for that {what}, or use "
+                    f"another folder (if it no longer runs, delete {lock})."
                 )
             if pid == os.getpid() or _alive(pid):
                 raise CheckpointError(
                     f"`checkpoint` folder {str(folder)!r} is in use by "
                     f"{'this process' if pid == os.getpid() else f'process {pid}'} "
-                    f"({LOCK}): two surveys cannot share a folder; wait for it, or "
+                    f"({lock}): two {what}s cannot share a folder; wait for it, or "
                     "use another folder."
                 )
             self._take_over(owner)
         raise CheckpointError(
-            f"`checkpoint` folder {str(folder)!r}: could not take its lock {LOCK}."
+            f"`checkpoint` folder {str(folder)!r}: could not take its lock {lock}."
         )
 
     def _take_over(self, stale: dict) -> None:
         """Remove a dead process's lock, serialised with other processes doing
         the same (so that one of them cannot remove the lock another has just
         taken)."""
-        guard = self.path.with_name(LOCK + ".guard")
+        guard = self.path.with_name(self.path.name + ".guard")
         with open(guard, "a") as g:
             if fcntl is not None:
                 fcntl.flock(g.fileno(), fcntl.LOCK_EX)

@@ -2,7 +2,6 @@
 devices, checkpointed chunk by chunk."""
 
 import os
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,6 +14,7 @@ from jaxtyping import PyTree
 
 from .._gains._survey import stack_gains
 from .._numerics import asarray
+from .._progress import progress_bar
 from .._sharding._mesh import split_explicitly
 from .._tree import structure_difference
 from .._validation import check_flag
@@ -160,25 +160,9 @@ def _raise_on_failure(chunk: Solution, first: int) -> None:
 
 
 def _progress(total: int, enabled: bool):
-    if not enabled:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return _TextProgress(total)
-    return tqdm(total=total, unit="config", desc="survey")
-
-
-class _TextProgress:
-    def __init__(self, total):
-        self.total, self.n = total, 0
-
-    def update(self, k):
-        self.n += k
-        print(f"survey: {self.n}/{self.total} configurations", file=sys.stderr)
-
-    def close(self):
-        pass
+    return progress_bar(
+        total, enabled, desc="survey", unit="config", units="configurations"
+    )
 
 
 def survey(
