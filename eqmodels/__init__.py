@@ -111,6 +111,7 @@ from ._geometric._transforms import (
     Shifted as Shifted,
     Stretched as Stretched,
 )
+from ._geometric._xsringauss import XSRingauss as XSRingauss
 from ._image._beta import beta_m as beta_m
 from ._image._gaussian import GaussianImage as GaussianImage
 from ._image._pol_gaussian import PolGaussianImage as PolGaussianImage
@@ -494,4 +495,5 @@ __all__ = [
     "WeightedL1",
     "with_gains",
     "WithGains",
+    "XSRingauss",
 ]
