@@ -106,6 +106,9 @@ from ._geometric._crescent import Crescent as Crescent
 from ._geometric._disk import Disk as Disk
 from ._geometric._gaussian import EllipticalGaussian as EllipticalGaussian
 from ._geometric._mring import MRing as MRing
+from ._geometric._pol_base import AbstractPolGeometricModel as AbstractPolGeometricModel
+from ._geometric._pol_mring import PolMRing as PolMRing
+from ._geometric._polarized import Polarized as Polarized
 from ._geometric._transforms import (
     Rotated as Rotated,
     Shifted as Shifted,
@@ -496,4 +499,7 @@ __all__ = [
     "with_gains",
     "WithGains",
     "XSRingauss",
+    "AbstractPolGeometricModel",
+    "PolMRing",
+    "Polarized",
 ]

@@ -36,9 +36,11 @@ from ._inputs import (
     check_real_scalar as check_real_scalar,
     default_name as default_name,
     from_shared_vis as from_shared_vis,
+    geometric_stokes_vis as geometric_stokes_vis,
     geometric_vis as geometric_vis,
     ImageLike as ImageLike,
     is_geometric as is_geometric,
+    is_pol_geometric as is_pol_geometric,
     term_grid as term_grid,
 )
 from ._objective import (
@@ -152,6 +154,8 @@ class AbstractDataTerm(AbstractTerm):
                 "from."
             )
         if self.polarimetric:
+            if is_pol_geometric(image):
+                return geometric_stokes_vis(image, self.forward)
             stokes = as_stokes(image, self.forward.grid, type(self).__name__)
             return stokes_vis(self.forward, stokes)
         if is_geometric(image):
