@@ -303,6 +303,22 @@ def test_polarimetric_terms_take_the_analytic_stokes_visibilities():
     np.testing.assert_allclose(float(ll_terms), ref_ll, rtol=1e-10)
     # the render through the pixel transform differs (pulse, discretisation)
     assert abs(float(rendered) - ref_p) > 1e-6 * ref_p
+    # the other polarimetric terms take them too: their χ² of the numpy visibilities
+    others = [
+        em.FracPolChi2(em.DirectFT(COARSE, U, V), np.full(U.size, 0.1 + 0.05j), sig),
+        em.CorrelationChi2(
+            em.DirectFT(COARSE, U, V),
+            np.full((U.size, 4), 0.2 + 0.1j),
+            np.full((U.size, 4), 0.01),
+        ),
+    ]
+    for t in others:
+        np.testing.assert_allclose(
+            float(eqx.filter_jit(t)(m)),
+            float(t.chi2_from_vis(jnp.asarray(ref))),
+            rtol=1e-10,
+            err_msg=type(t).__name__,
+        )
     # a gradient through the objective is finite
     g = eqx.filter_jit(eqx.filter_grad(obj))(m)
     assert np.isfinite(float(g.radius)) and np.all(np.isfinite(np.asarray(g.beta_p)))
