@@ -374,3 +374,29 @@ def test_construction_errors():
         em.PolMRing(GRID, 1.0, 20.0)  # µas passed as radians
     with pytest.raises(ValueError, match="no closed-form intensity"):
         pol.intensity(np.zeros(2), np.zeros(2), UAS)
+
+
+@pytest.mark.slow  # eht-imaging
+def test_pol_mring_equals_ehtim_mring_models(monkeypatch):
+    """eht-imaging's `mring` and `thick_mring` models (`beta_list`,
+    `beta_list_pol`, `beta_list_cpol`; `alpha` the blur's FWHM) have the same
+    Stokes visibilities at the same (u, v): the conventions agree."""
+    # eht-imaging 1.3.2 still names `np.complex_` (gone in numpy 2)
+    monkeypatch.setattr(np, "complex_", np.complex128, raising=False)
+    eh = pytest.importorskip("ehtim")
+    for fwhm in (None, W):
+        mod = eh.model.Model()
+        kw = dict(F0=F, d=2 * R, x0=X0, y0=Y0, beta_list=BI, beta_list_pol=BP)
+        if fwhm is None:
+            mod = mod.add_mring(**kw, beta_list_cpol=BV)
+        else:
+            mod = mod.add_thick_mring(**kw, alpha=fwhm, beta_list_cpol=BV)
+        ref = np.stack(
+            [
+                eh.model.sample_1model_uv(U, V, mod.models[0], mod.params[0], pol=p)
+                for p in "IQUV"
+            ],
+            axis=-1,
+        )
+        got = np.asarray(_svis(_ring(fwhm=fwhm), U, V))
+        np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
