@@ -107,6 +107,15 @@ def test_pol_mring_matches_the_numpy_reference():
     # thin, centred: no taper, no phase
     thin = _ring(fwhm=None, x0=0.0, y0=0.0)
     _close(_svis(thin, U, V), np_pol_mring(U, V, fwhm=None, x0=0.0, y0=0.0))
+    # the thin ring's Stokes I intensity is the (shifted) MRing's
+    x, y = np.meshgrid(np.linspace(-25, 25, 11) * UAS, np.linspace(-22, 22, 9) * UAS)
+    moved = em.Shifted(em.MRing(GRID, F, R, BI), X0, Y0)
+    np.testing.assert_allclose(
+        np.asarray(_ring(fwhm=None).intensity(x, y, 3 * UAS)),
+        np.asarray(moved.intensity(x, y, 3 * UAS)),
+        rtol=1e-12,
+        atol=1e-12 * F / UAS**2,
+    )
 
 
 def test_pol_mring_matches_a_direct_sum_over_the_ring():
@@ -324,6 +333,23 @@ def test_polarimetric_terms_take_the_analytic_stokes_visibilities():
     assert np.isfinite(float(g.radius)) and np.all(np.isfinite(np.asarray(g.beta_p)))
 
 
+def test_polarized_hybrid_through_a_polarimetric_term():
+    """A polarized hybrid (ring + pixels): the term transforms the pixel part with
+    its forward model, adds the ring's analytic visibilities, times the fractions."""
+    rng = np.random.default_rng(2)
+    pix = em.PixelImage(COARSE, jnp.asarray(rng.uniform(0, 1e-4, COARSE.shape)))
+    ring = em.MRing(COARSE, 0.8, 20 * UAS, [0.1j])
+    model = em.Polarized(ring + pix, 0.25, -0.3)
+    fwd = em.DirectFT(COARSE, U, V)
+    term = em.PolVisChi2(fwd, np.zeros(U.size) + 0.05j, np.full(U.size, 0.1))
+    mv = np.asarray(eqx.filter_jit(lambda t, m: t.model_vis(m))(term, model))
+    vi = np.asarray(fwd(pix())) + np.asarray(eqx.filter_jit(ring.visibility)(U, V))
+    frac = np.array([1.0, 0.25 * np.cos(-0.6), 0.25 * np.sin(-0.6), 0.0])
+    _close(mv, vi[:, None] * frac)
+    with pytest.raises(ValueError, match="pixel model"):
+        model.stokes_visibility(U, V)
+
+
 def test_regularizers_see_the_rendered_planes():
     m = _ring(COARSE)
     planes = eqx.filter_jit(lambda t: t())(m)
@@ -366,6 +392,8 @@ def test_construction_errors():
         em.PolMRing(GRID, 1.0, R, beta_p=[0.7, 0, 0.5])
     with pytest.raises(ValueError, match="Stokes I negative"):
         em.PolMRing(GRID, 1.0, R, beta_i=[0.6])
+    with pytest.raises(ValueError, match=r"at least β\^V_0"):
+        em.PolMRing(GRID, 1.0, R, beta_v=[])
     with pytest.raises(ValueError, match=r"`beta_v\[0\]`.*must be real"):
         em.PolMRing(GRID, 1.0, R, beta_v=[0.1j])
     with pytest.raises(ValueError, match="`beta_i` reaches order 21"):
