@@ -199,8 +199,10 @@ class Sum(AbstractGeometricModel):
                 if p.polarimetric:
                     raise ValueError(
                         f"`parts` holds a polarimetric model ({type(p).__name__}): a "
-                        "`Sum` is a Stokes I image; add its I plane as a pixel "
-                        "model, or fit the polarimetric model alone."
+                        "`Sum` is a Stokes I image; sum the Stokes I models and "
+                        "polarize the sum (`Polarized(a + b, frac, evpa)`), add "
+                        "its I plane as a pixel model, or fit the polarimetric "
+                        "model alone."
                     )
                 flat.append(p)
             else:
