@@ -140,7 +140,9 @@ class AbstractDataTerm(AbstractTerm):
         term that declares `polarimetric`. A geometric model
         ([`eqmodels.AbstractGeometricModel`][]) gives its analytic visibilities at
         the points (no pixel transform; a pixel part of a hybrid
-        [`eqmodels.Sum`][] goes through the term's forward model).
+        [`eqmodels.Sum`][] goes through the term's forward model); a polarimetric
+        one ([`eqmodels.AbstractPolGeometricModel`][]) its Stokes visibilities
+        for a polarimetric term.
 
         **Arguments:** `image`, an `(ny, nx)` array or an image model (a
         polarimetric one, or a `(4, ny, nx)` array, for a polarimetric term).
