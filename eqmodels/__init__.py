@@ -106,11 +106,15 @@ from ._geometric._crescent import Crescent as Crescent
 from ._geometric._disk import Disk as Disk
 from ._geometric._gaussian import EllipticalGaussian as EllipticalGaussian
 from ._geometric._mring import MRing as MRing
+from ._geometric._pol_base import AbstractPolGeometricModel as AbstractPolGeometricModel
+from ._geometric._pol_mring import PolMRing as PolMRing
+from ._geometric._polarized import Polarized as Polarized
 from ._geometric._transforms import (
     Rotated as Rotated,
     Shifted as Shifted,
     Stretched as Stretched,
 )
+from ._geometric._xsringauss import XSRingauss as XSRingauss
 from ._image._beta import beta_m as beta_m
 from ._image._gaussian import GaussianImage as GaussianImage
 from ._image._pol_gaussian import PolGaussianImage as PolGaussianImage
@@ -528,4 +532,8 @@ __all__ = [
     "plot_image_summary",
     "plot_ppc",
     "plot_trace",
+    "XSRingauss",
+    "AbstractPolGeometricModel",
+    "PolMRing",
+    "Polarized",
 ]

@@ -153,6 +153,14 @@ def check_model(name: str, model, *, need_intensity: bool = True):
             f"`{name}` must be a geometric model (`eqmodels.AbstractGeometricModel`: "
             f"`MRing`, `Disk`, ...), got {type(model).__name__}."
         )
+    if model.polarimetric:
+        raise ValueError(
+            f"`{name}` is polarimetric ({type(model).__name__}): the coordinate "
+            "transforms act on Stokes I models (a rotation would also turn the "
+            "EVPA); transform the Stokes I model and polarize the result "
+            "(`Polarized(Shifted(model, dx, dy), frac, evpa)`), or give a "
+            "`PolMRing` its centre (`x0`, `y0`)."
+        )
     if not model.has_visibility:
         raise ValueError(
             f"`{name}` holds a pixel model, whose visibilities need the term's "
@@ -191,8 +199,10 @@ class Sum(AbstractGeometricModel):
                 if p.polarimetric:
                     raise ValueError(
                         f"`parts` holds a polarimetric model ({type(p).__name__}): a "
-                        "`Sum` is a Stokes I image; add its I plane as a pixel "
-                        "model, or fit the polarimetric model alone."
+                        "`Sum` is a Stokes I image; sum the Stokes I models and "
+                        "polarize the sum (`Polarized(a + b, frac, evpa)`), add "
+                        "its I plane as a pixel model, or fit the polarimetric "
+                        "model alone."
                     )
                 flat.append(p)
             else:

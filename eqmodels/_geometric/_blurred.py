@@ -2,6 +2,7 @@
 
 import math
 
+import jax
 import jax.numpy as jnp
 import jax.scipy.signal
 import numpy as np
@@ -48,6 +49,13 @@ class Blurred(AbstractGeometricModel):
                 "`model` holds a pixel model: blur the geometric part only "
                 "(`Sum(Blurred(ring, fwhm), pixels)`)."
             )
+        if model.polarimetric:
+            raise ValueError(
+                f"`model` is polarimetric ({type(model).__name__}): `Blurred` is a "
+                "Stokes I model; blur the polarized m-ring with its own `fwhm` "
+                "(`PolMRing(..., fwhm=w)`), or polarize the blurred Stokes I model "
+                "(`Polarized(Blurred(model, w), frac, evpa)`)."
+            )
         self.model = model
         self.fwhm = size_leaf("fwhm", fwhm, model.dtype)
 
@@ -72,13 +80,21 @@ class Blurred(AbstractGeometricModel):
         )
 
     def render(self):
-        g = self.grid
-        dtype = self.fwhm.dtype
-        s = sigma_pixels(self.fwhm, g.psize, FWHM_PER_SIGMA)
-        ky = jnp.asarray(np.arange(-(g.ny - 1), g.ny), dtype)
-        kx = jnp.asarray(np.arange(-(g.nx - 1), g.nx), dtype)
-        gy = jnp.exp(-0.5 * (ky / s) ** 2)
-        gx = jnp.exp(-0.5 * (kx / s) ** 2)
-        kernel = (gy[:, None] * gx[None, :]) / (jnp.sum(gy) * jnp.sum(gx))
-        img = self.model.render()
-        return jax.scipy.signal.fftconvolve(img, kernel, mode="same")
+        return gaussian_blur(self.grid, self.fwhm, self.model.render())
+
+
+def gaussian_blur(grid: ImageGrid, fwhm, img):
+    """`img` (`(ny, nx)`, or planes `(k, ny, nx)`) convolved with a circular
+    Gaussian of FWHM `fwhm` (radians) sampled at the pixel offsets and normalised
+    to sum to 1 (FFT convolution, zero-padded, no wrap-around)."""
+    g = grid
+    dtype = fwhm.dtype
+    s = sigma_pixels(fwhm, g.psize, FWHM_PER_SIGMA)
+    ky = jnp.asarray(np.arange(-(g.ny - 1), g.ny), dtype)
+    kx = jnp.asarray(np.arange(-(g.nx - 1), g.nx), dtype)
+    gy = jnp.exp(-0.5 * (ky / s) ** 2)
+    gx = jnp.exp(-0.5 * (kx / s) ** 2)
+    kernel = (gy[:, None] * gx[None, :]) / (jnp.sum(gy) * jnp.sum(gx))
+    if img.ndim == 3:
+        return jax.vmap(lambda p: jax.scipy.signal.fftconvolve(p, kernel, "same"))(img)
+    return jax.scipy.signal.fftconvolve(img, kernel, mode="same")

@@ -7,6 +7,7 @@ from jaxtyping import Array, Float
 
 from .._custom_types import RealLike
 from .._grid import ImageGrid
+from .._image._parametric import gaussian_log_profile, gaussian_log_visibility
 from .._numerics import FWHM_PER_SIGMA
 from .._validation import check_grid, scalar_leaf
 from ._base import AbstractGeometricModel
@@ -61,19 +62,15 @@ class EllipticalGaussian(AbstractGeometricModel):
 
     def visibility(self, u, v):
         u, v = points(u, v, self.flux.dtype)
-        s, c = jnp.sin(self.angle), jnp.cos(self.angle)
         sa = self.fwhm_major / FWHM_PER_SIGMA
         sb = self.fwhm_minor / FWHM_PER_SIGMA
-        ka = u * s + v * c
-        kb = u * c - v * s
-        q = (sa * ka) ** 2 + (sb * kb) ** 2
-        return self.flux * jnp.exp(-2.0 * math.pi**2 * q) + 0j
+        return (
+            self.flux * jnp.exp(gaussian_log_visibility(u, v, sa, sb, self.angle)) + 0j
+        )
 
     def intensity(self, x, y, resolution=0.0):
         x, y = points(x, y, self.flux.dtype)
-        s, c = jnp.sin(self.angle), jnp.cos(self.angle)
         sa = self.fwhm_major / FWHM_PER_SIGMA
         sb = self.fwhm_minor / FWHM_PER_SIGMA
-        a = (x * s + y * c) / sa
-        b = (x * c - y * s) / sb
-        return self.flux / (2 * math.pi * sa * sb) * jnp.exp(-0.5 * (a * a + b * b))
+        log_g = gaussian_log_profile(x, y, sa, sb, self.angle)
+        return self.flux / (2 * math.pi * sa * sb) * jnp.exp(log_g)

@@ -17,6 +17,7 @@ from .._validation import (
 from ._base import AbstractImageModel
 from ._parametric import (
     check_inside,
+    gaussian_log_profile,
     normalised,
     pixel_offsets,
     sigma_pixels,
@@ -109,13 +110,10 @@ class GaussianImage(AbstractImageModel):
     def _log_profile(self) -> Float[Array, "ny nx"]:
         """`ln g_p`, the unnormalised profile's logarithm."""
         dx, dy = pixel_offsets(self.grid, self.x0, self.y0, self.flux.dtype)
-        s, c = jnp.sin(self.angle), jnp.cos(self.angle)
-        a = dx * s + dy * c
-        b = dx * c - dy * s
         p = self.grid.psize
         s_maj = sigma_pixels(self.fwhm_major, p, FWHM_PER_SIGMA)
         s_min = sigma_pixels(self.fwhm_minor, p, FWHM_PER_SIGMA)
-        return -0.5 * ((a / s_maj) ** 2 + (b / s_min) ** 2)
+        return gaussian_log_profile(dx, dy, s_maj, s_min, self.angle)
 
     def __call__(self) -> Float[Array, "ny nx"]:
         return self.flux * normalised(self._log_profile())

@@ -81,3 +81,27 @@ def check_inside(
             "Its flux would be renormalised onto the visible pixels; use a larger "
             "field of view (`ImageGrid.from_fov`) or check the units (radians)."
         )
+
+
+def gaussian_log_profile(dx, dy, sigma_major, sigma_minor, angle):
+    """`−½ (a²/σ_maj² + b²/σ_min²)`, the log-profile of an elliptical Gaussian at
+    offsets `(dx, dy)` from its centre (+x east, +y north; any unit, the σ in the
+    same), with `a = dx sin φ + dy cos φ` along the major axis at position angle
+    `φ` (east of north) and `b = dx cos φ − dy sin φ`. The one formula of
+    [`eqmodels.GaussianImage`][] (offsets and σ in pixels) and the geometric
+    [`eqmodels.EllipticalGaussian`][] (radians)."""
+    s, c = jnp.sin(angle), jnp.cos(angle)
+    a = dx * s + dy * c
+    b = dx * c - dy * s
+    return -0.5 * ((a / sigma_major) ** 2 + (b / sigma_minor) ** 2)
+
+
+def gaussian_log_visibility(u, v, sigma_major, sigma_minor, angle):
+    """`−2π² (σ_maj² k_a² + σ_min² k_b²)`, the logarithm of the normalised
+    visibility of the Gaussian of `gaussian_log_profile` (σ in radians, `u`, `v`
+    in wavelengths), with `k_a = u sin φ + v cos φ`, `k_b = u cos φ − v sin φ`."""
+    s, c = jnp.sin(angle), jnp.cos(angle)
+    ka = u * s + v * c
+    kb = u * c - v * s
+    q = (sigma_major * ka) ** 2 + (sigma_minor * kb) ** 2
+    return -2.0 * np.pi**2 * q

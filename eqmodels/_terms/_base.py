@@ -36,9 +36,11 @@ from ._inputs import (
     check_real_scalar as check_real_scalar,
     default_name as default_name,
     from_shared_vis as from_shared_vis,
+    geometric_stokes_vis as geometric_stokes_vis,
     geometric_vis as geometric_vis,
     ImageLike as ImageLike,
     is_geometric as is_geometric,
+    is_pol_geometric as is_pol_geometric,
     term_grid as term_grid,
 )
 from ._objective import (
@@ -138,7 +140,9 @@ class AbstractDataTerm(AbstractTerm):
         term that declares `polarimetric`. A geometric model
         ([`eqmodels.AbstractGeometricModel`][]) gives its analytic visibilities at
         the points (no pixel transform; a pixel part of a hybrid
-        [`eqmodels.Sum`][] goes through the term's forward model).
+        [`eqmodels.Sum`][] goes through the term's forward model); a polarimetric
+        one ([`eqmodels.AbstractPolGeometricModel`][]) its Stokes visibilities
+        for a polarimetric term.
 
         **Arguments:** `image`, an `(ny, nx)` array or an image model (a
         polarimetric one, or a `(4, ny, nx)` array, for a polarimetric term).
@@ -152,6 +156,8 @@ class AbstractDataTerm(AbstractTerm):
                 "from."
             )
         if self.polarimetric:
+            if is_pol_geometric(image):
+                return geometric_stokes_vis(image, self.forward)
             stokes = as_stokes(image, self.forward.grid, type(self).__name__)
             return stokes_vis(self.forward, stokes)
         if is_geometric(image):

@@ -103,6 +103,24 @@ def geometric_vis(model: AbstractGeometricModel, forward: AbstractForwardModel):
     return model.visibility_through(forward)
 
 
+def is_pol_geometric(image) -> bool:
+    """Whether `image` is a polarimetric geometric model, whose Stokes
+    visibilities polarimetric data terms take from the model (analytically)."""
+    return isinstance(image, AbstractGeometricModel) and image.polarimetric
+
+
+def geometric_stokes_vis(model, forward: AbstractForwardModel):
+    """A polarimetric geometric model's Stokes visibilities `(*points, 4)` at
+    `forward`'s points (the model on `forward`'s grid, as for `geometric_vis`)."""
+    if not same_grid(model.grid, forward.grid):
+        raise ValueError(
+            f"`image` is a {type(model).__name__} on {model.grid!r} but the term is "
+            f"built on {forward.grid!r}: build the model on the term's grid (same "
+            "shape and pixel size), or the term on the model's."
+        )
+    return model.stokes_visibility_through(forward)
+
+
 def planes_at(
     image: ImageLike, grid: ImageGrid | None, freq: float | None
 ) -> Float[Array, "ny nx"] | Float[Array, "4 ny nx"]:

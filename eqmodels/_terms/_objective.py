@@ -30,9 +30,11 @@ from ._inputs import (
     check_real_scalar,
     default_name,
     from_shared_vis,
+    geometric_stokes_vis,
     geometric_vis,
     ImageLike,
     is_geometric,
+    is_pol_geometric,
     is_stokes,
     planes_at,
     term_grid,
@@ -527,6 +529,15 @@ class Objective(AbstractTerm):
             ):
                 vis = geometric_vis(model, unwrap(group.forward)[0])
                 served.update(zip(group.members, group.gather(vis)))
+                continue
+            if is_pol_geometric(model):
+                # the analytic Stokes visibilities at the shared points; each
+                # Stokes image is real, so a merged point's conjugate serves its
+                # reverse plane by plane (as `SharedForward.stokes`)
+                vis = geometric_stokes_vis(model, unwrap(group.forward)[0])
+                for m, idx, cj in zip(group.members, group.index, group.conj):
+                    v = jnp.where(cj[..., None], jnp.conj(vis[idx]), vis[idx])
+                    served[m] = v if self.terms[m].polarimetric else v[..., 0]
                 continue
             img = planes[self.terms[group.members[0]].band_frequency]
             stokes = is_stokes(img)
