@@ -277,6 +277,11 @@ from ._terms._at_frequency import AtFrequency as AtFrequency
 # --- end multi-frequency ---
 # isort: split
 # --- posteriors ---
+from ._posterior._evidence import (
+    Evidence as Evidence,
+    evidence as evidence,
+    laplace_evidence as laplace_evidence,
+)
 from ._posterior._gmrf import GMRFPrior as GMRFPrior
 from ._posterior._laplace import Laplace as Laplace, laplace as laplace
 from ._posterior._posterior import Posterior as Posterior
@@ -365,6 +370,8 @@ __all__ = [
     "EHT2017",
     "compiler_options",
     "EllipticalGaussian",
+    "Evidence",
+    "evidence",
     "enable_compilation_cache",
     "evpa_ticks",
     "example_uvfits",
@@ -392,6 +399,7 @@ __all__ = [
     "L1",
     "Laplace",
     "laplace",
+    "laplace_evidence",
     "LBFGS",
     "LeastSquaresState",
     "LevenbergMarquardt",
