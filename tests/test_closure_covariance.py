@@ -294,3 +294,21 @@ def test_full_covariance_cost(data):
             f"(ratio {ratio:.2f})"
         )
         assert ratio < 5
+
+
+@pytest.mark.slow  # ~17 s on 2 busy cores: two terms and a vmapped stack compile
+def test_full_covariance_terms_of_two_data_sets_stack(data):
+    """`pad_and_stack` pads the per-timestamp whitening too (empty groups and
+    slots contribute 0): the stacked log-likelihoods are each term's."""
+    few = data.take(np.arange(data.vis.shape[0]) < 60)
+    a = em.ClosurePhaseChi2.from_data(em.closure_phases(data), GRID, covariance="full")
+    b = em.ClosurePhaseChi2.from_data(em.closure_phases(few), GRID, covariance="full")
+    assert a.closure_covariance.whiten.shape != b.closure_covariance.whiten.shape
+    x = jnp.asarray(_image())
+    stacked = em.pad_and_stack([a, b])
+    got = eqx.filter_vmap(lambda t: t.log_likelihood(x))(stacked)
+    np.testing.assert_allclose(
+        np.asarray(got),
+        [float(a.log_likelihood(x)), float(b.log_likelihood(x))],
+        rtol=1e-12,
+    )

@@ -218,3 +218,46 @@ def has_closure_covariance(tree) -> bool:
     """Whether a term (or any wrapper) holds a full closure covariance."""
     leaves = jax.tree.leaves(tree, is_leaf=lambda x: isinstance(x, ClosureCovariance))
     return any(isinstance(x, ClosureCovariance) for x in leaves)
+
+
+def _is_cov(x) -> bool:
+    return isinstance(x, ClosureCovariance)
+
+
+def _pad_cov(cov: ClosureCovariance, groups: int, size: int) -> ClosureCovariance:
+    """`cov` with empty groups (mask 0, whitening 0: contributing 0) and empty
+    slots appended up to `groups` groups of `size`."""
+    g, m = cov.rows.shape
+    if (g, m) == (groups, size):
+        return cov
+    pad2 = ((0, groups - g), (0, size - m))
+    return ClosureCovariance(
+        rows=jnp.pad(cov.rows, pad2),
+        mask=jnp.pad(cov.mask, pad2),
+        whiten=jnp.pad(cov.whiten, pad2 + ((0, size - m),)),
+        log_norm=cov.log_norm,
+    )
+
+
+def pad_covariances(items: list) -> list:
+    """Terms (or objectives) holding full closure covariances in the same places,
+    their covariances padded to one shape (the most timestamps and the largest
+    group at each place), so that they stack (`pad_and_stack`). Items that hold
+    them in different places are returned as they are (the stack reports it)."""
+    covs = [
+        [x for x in jax.tree.leaves(t, is_leaf=_is_cov) if _is_cov(x)] for t in items
+    ]
+    if not covs[0] or any(len(c) != len(covs[0]) for c in covs):
+        return items
+    shapes = [
+        (max(c[k].rows.shape[0] for c in covs), max(c[k].rows.shape[1] for c in covs))
+        for k in range(len(covs[0]))
+    ]
+
+    def where(t):
+        return [x for x in jax.tree.leaves(t, is_leaf=_is_cov) if _is_cov(x)]
+
+    return [
+        eqx.tree_at(where, t, [_pad_cov(x, *s) for x, s in zip(c, shapes)])
+        for t, c in zip(items, covs)
+    ]
