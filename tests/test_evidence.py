@@ -237,3 +237,57 @@ def test_evidence_errors():
     ):
         with pytest.raises(ValueError, match=match):
             em.evidence(post, key, **kw)
+
+
+class LogNormalFlux(em.AbstractPrior):
+    """A log-normal prior on the pixels, `support="positive"`, with a sampler."""
+
+    where: object = eqx.field(static=True)
+    support: str = eqx.field(static=True)
+    mu: float
+    s: float
+
+    def log_density(self, x):
+        return jnp.sum(
+            -jnp.log(x * self.s * jnp.sqrt(2 * jnp.pi))
+            - (jnp.log(x) - self.mu) ** 2 / (2 * self.s**2)
+        )
+
+    def sample(self, key):
+        return jnp.exp(self.mu + self.s * jax.random.normal(key, (1,)))
+
+
+@pytest.mark.slow  # ~45 s: nested sampling compiles
+def test_nested_sampling_of_a_positive_parameter():
+    """One pixel (a flux) with a log-normal prior, sampled as `ln θ` (with the
+    Jacobian): `ln Z` against a quadrature of `∫ L(x) π(x) dx` in numpy."""
+    rng = np.random.default_rng(4)
+    grid = em.ImageGrid.from_fov((1, 1), 20.0)
+    u = rng.uniform(-0.3, 0.3, 4) / grid.psize
+    v = rng.uniform(-0.3, 0.3, 4) / grid.psize
+    a = dft_matrix(1, 1, grid.psize, u, v)[:, 0]
+    sigma = np.full(4, 0.2)
+    vis = a * 0.5 + sigma * (rng.normal(size=4) + 1j * rng.normal(size=4))
+    term = em.VisChi2(em.DirectFT(grid, u, v), vis, sigma)
+    mu, s = np.log(0.4), 0.5
+    model = em.PixelImage(grid, np.full((1, 1), 0.4), transform="identity")
+    post = em.Posterior(term, [LogNormalFlux(pixels, "positive", mu, s)], model)
+    x = np.linspace(1e-6, 5.0, 400_001)
+    r = vis[:, None] - a[:, None] * x[None, :]
+    log_l = (
+        -0.5 * np.sum(np.abs(r) ** 2, 0) / 0.2**2
+        - 8 * np.log(0.2)
+        - 4 * np.log(2 * np.pi)
+    )
+    log_p = -np.log(x * s * np.sqrt(2 * np.pi)) - (np.log(x) - mu) ** 2 / (2 * s**2)
+    f = np.exp(log_l + log_p - np.max(log_l + log_p))
+    exact = np.log(np.trapezoid(f, x)) + np.max(log_l + log_p)
+    ev = em.evidence(post, jax.random.key(5), num_live=200)
+    z = _z(ev, exact)
+    print(
+        f"\nln Z = {float(ev.log_evidence):.4f} ± {float(ev.log_evidence_std):.4f}, "
+        f"quadrature {exact:.4f} (z = {z:.2f})"
+    )
+    assert ev.converged
+    assert abs(z) < 4
+    assert np.all(np.asarray(ev.draws.params) > 0)
