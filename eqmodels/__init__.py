@@ -277,12 +277,15 @@ from ._terms._at_frequency import AtFrequency as AtFrequency
 # --- end multi-frequency ---
 # isort: split
 # --- posteriors ---
+from ._posterior._dirichlet import DirichletPrior as DirichletPrior
 from ._posterior._evidence import (
     Evidence as Evidence,
     evidence as evidence,
     laplace_evidence as laplace_evidence,
 )
 from ._posterior._gmrf import GMRFPrior as GMRFPrior
+from ._posterior._gmrf_hyper import GMRFHyperPrior as GMRFHyperPrior
+from ._posterior._gmrf_image import GMRFImage as GMRFImage
 from ._posterior._laplace import Laplace as Laplace, laplace as laplace
 from ._posterior._posterior import Posterior as Posterior
 from ._posterior._priors import (
@@ -290,9 +293,27 @@ from ._posterior._priors import (
     ParameterPrior as ParameterPrior,
 )
 from ._posterior._sample import sample as sample, Samples as Samples
+from ._posterior._simplex import SimplexImage as SimplexImage
 
 
 # --- end posteriors ---
+# isort: split
+# --- posterior summaries and plots ---
+from ._plot._posterior import (
+    plot_corner as plot_corner,
+    plot_image_summary as plot_image_summary,
+    plot_ppc as plot_ppc,
+    plot_trace as plot_trace,
+)
+from ._posterior._arviz import to_arviz as to_arviz
+from ._posterior._image_summary import (
+    image_summary as image_summary,
+    ImageSummary as ImageSummary,
+)
+from ._posterior._ppc import closure_ppc as closure_ppc, ClosurePPC as ClosurePPC
+
+
+# --- end posterior summaries and plots ---
 # isort: split
 # --- recipes and command line ---
 from ._recipe._m87 import (
@@ -364,6 +385,7 @@ __all__ = [
     "Crescent",
     "DeltaPulse",
     "DirectFT",
+    "DirichletPrior",
     "Disk",
     "DTermPrior",
     "DTermTable",
@@ -384,6 +406,8 @@ __all__ = [
     "GaussianImage",
     "GaussianMoments",
     "GaussianPulse",
+    "GMRFHyperPrior",
+    "GMRFImage",
     "GMRFPrior",
     "GaussNewton",
     "GullSkillingEntropy",
@@ -468,6 +492,7 @@ __all__ = [
     "sharded_parts",
     "Shifted",
     "SimpleEntropy",
+    "SimplexImage",
     "Solution",
     "solution_intervals",
     "solve",
@@ -502,4 +527,13 @@ __all__ = [
     "WeightedL1",
     "with_gains",
     "WithGains",
+    "to_arviz",
+    "image_summary",
+    "ImageSummary",
+    "closure_ppc",
+    "ClosurePPC",
+    "plot_corner",
+    "plot_image_summary",
+    "plot_ppc",
+    "plot_trace",
 ]

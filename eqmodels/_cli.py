@@ -306,7 +306,9 @@ def main(argv=None) -> int:
         return 2
 
 
-def _image(args, t0) -> int:
+def _start(args, header: str):
+    """What every recipe run does first: float64, the package, a flushed `log`,
+    the compilation cache (unless `--no-cache`), and the run's first line."""
     import jax
 
     jax.config.update("jax_enable_x64", True)
@@ -317,36 +319,55 @@ def _image(args, t0) -> int:
 
     if not args.no_cache:
         _enable_cache(em, args.cache, log)
+    log(header)
+    return em, log
 
-    log(f"eqmodels image: {', '.join(args.uvfits)} -> {args.output}")
+
+def _recipe_options(args, log) -> dict:
+    """The options the recipes share, from the command line."""
+    return dict(
+        npix=args.npix,
+        fov=args.fov,
+        iterations=args.iterations,
+        restarts=args.restarts,
+        fast=args.fast,
+        log=log,
+        **({} if args.zbl is None else {"zbl": args.zbl}),
+        **_source_settings(args),
+    )
+
+
+def _picture(args, draw, log, written: str) -> int:
+    """`--png`: `draw()` writes it; a failure is a message (exit 2) ending with
+    `written`, which says what was written all the same."""
+    if not args.png:
+        return 0
+    try:
+        draw()
+    except Exception as e:  # noqa: BLE001 - the image is written: say so
+        print(
+            f"eqmodels image: error: --png {args.png!r} could not be written "
+            f"({type(e).__name__}: {e}); {written}.",
+            file=sys.stderr,
+        )
+        return 2
+    log(f"wrote {args.png}")
+    return 0
+
+
+def _image(args, t0) -> int:
+    em, log = _start(args, f"eqmodels image: {', '.join(args.uvfits)} -> {args.output}")
     with warnings.catch_warnings():  # the recipe's warnings as one line each
         warnings.showwarning = _show_warning
         image, report = em.image_m87(
-            args.uvfits,
-            npix=args.npix,
-            fov=args.fov,
-            iterations=args.iterations,
-            restarts=args.restarts,
-            fast=args.fast,
-            log=log,
-            **({} if args.zbl is None else {"zbl": args.zbl}),
-            check_zbl=not args.zbl_anyway,
-            **_source_settings(args),
+            args.uvfits, check_zbl=not args.zbl_anyway, **_recipe_options(args, log)
         )
     data, grid = report["data"], report["grid"]
     em.save_fits(image, grid, args.output, overwrite=args.overwrite, data=data)
     log(f"wrote {args.output}")
-    if args.png:
-        try:
-            _save_picture(args, image, grid, data)
-        except Exception as e:  # noqa: BLE001 - the image is written: say so
-            print(
-                f"eqmodels image: error: --png {args.png!r} could not be written "
-                f"({type(e).__name__}: {e}); the image {args.output!r} was.",
-                file=sys.stderr,
-            )
-            return 2
-        log(f"wrote {args.png}")
+    draw = lambda: _save_picture(args, image, grid, data)  # noqa: E731
+    if _picture(args, draw, log, f"the image {args.output!r} was"):
+        return 2
     log(f"total wall time {time.perf_counter() - t0:.1f} s")
     return 0
 
@@ -393,45 +414,20 @@ def _check_pol(ap: argparse.ArgumentParser, args) -> None:
 def _image_pol(args, t0) -> int:
     """`eqmodels image --pol`: [`eqmodels.image_m87_pol`][], the four-plane FITS
     image, and the polarization papers' numbers and the fitted D-terms."""
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-    import eqmodels as em
-
-    def log(line):
-        print(line, flush=True)
-
-    if not args.no_cache:
-        _enable_cache(em, args.cache, log)
-    log(f"eqmodels image --pol: {', '.join(args.uvfits)} -> {args.output}")
+    em, log = _start(
+        args, f"eqmodels image --pol: {', '.join(args.uvfits)} -> {args.output}"
+    )
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         stokes, report = em.image_m87_pol(
-            *args.uvfits,
-            stokes_v=args.stokes_v,
-            npix=args.npix,
-            fov=args.fov,
-            iterations=args.iterations,
-            restarts=args.restarts,
-            fast=args.fast,
-            log=log,
-            **({} if args.zbl is None else {"zbl": args.zbl}),
-            **_source_settings(args),
+            *args.uvfits, stokes_v=args.stokes_v, **_recipe_options(args, log)
         )
     grid, data = report["grid"], report["stokes_i"]["data"]
     em.save_fits(stokes, grid, args.output, overwrite=args.overwrite, data=data)
     log(f"wrote {args.output} (Stokes I, Q, U, V)")
-    if args.png:
-        try:
-            _save_picture(args, stokes, grid, report["data"])
-        except Exception as e:  # noqa: BLE001 - the image is written: say so
-            print(
-                f"eqmodels image: error: --png {args.png!r} could not be written "
-                f"({type(e).__name__}: {e}); the image {args.output!r} was.",
-                file=sys.stderr,
-            )
-            return 2
-        log(f"wrote {args.png}")
+    draw = lambda: _save_picture(args, stokes, grid, report["data"])  # noqa: E731
+    if _picture(args, draw, log, f"the image {args.output!r} was"):
+        return 2
     for label, key in (("image", "summary"), ("blurred to 20 µas", "summary_20uas")):
         s = report[key]
         log(
@@ -610,36 +606,18 @@ def _check_multifreq(ap: argparse.ArgumentParser, args) -> None:
 
 
 def _image_multifreq(args, t0) -> int:
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
     import numpy as np
 
-    import eqmodels as em
-
-    def log(line):
-        print(line, flush=True)
-
-    if not args.no_cache:
-        _enable_cache(em, args.cache, log)
     alpha_file = alpha_path(args.output)
-    log(
+    em, log = _start(
+        args,
         f"eqmodels image --multifreq: {', '.join(args.uvfits)} -> {args.output}, "
-        f"{alpha_file}"
+        f"{alpha_file}",
     )
     with warnings.catch_warnings():
         warnings.showwarning = _show_warning
         model, report = em.image_multifreq(
-            args.uvfits,
-            npix=args.npix,
-            fov=args.fov,
-            iterations=args.iterations,
-            restarts=args.restarts,
-            fast=args.fast,
-            log=log,
-            **({} if args.zbl is None else {"zbl": args.zbl}),
-            check_zbl=not args.zbl_anyway,
-            **_source_settings(args),
+            args.uvfits, check_zbl=not args.zbl_anyway, **_recipe_options(args, log)
         )
     grid, data, freq0 = report["grid"], report["data"][0], report["freq0"]
     image, alpha = np.asarray(model()), np.asarray(model.alpha)
@@ -649,17 +627,9 @@ def _image_multifreq(args, t0) -> int:
                  freq=freq0)  # fmt: skip
     _mark_alpha(alpha_file)
     log(f"wrote {args.output} and {alpha_file}")
-    if args.png:
-        try:
-            _save_multifreq_picture(args.png, image, alpha, grid, report)
-        except Exception as e:  # noqa: BLE001 - the images are written: say so
-            print(
-                f"eqmodels image: error: --png {args.png!r} could not be written "
-                f"({type(e).__name__}: {e}); the images were.",
-                file=sys.stderr,
-            )
-            return 2
-        log(f"wrote {args.png}")
+    draw = lambda: _save_multifreq_picture(args.png, image, alpha, grid, report)  # noqa: E731
+    if _picture(args, draw, log, "the images were"):
+        return 2
     log(f"total wall time {time.perf_counter() - t0:.1f} s")
     return 0
 

@@ -291,3 +291,23 @@ def test_nested_sampling_of_a_positive_parameter():
     assert ev.converged
     assert abs(z) < 4
     assert np.all(np.asarray(ev.draws.params) > 0)
+
+
+def test_evidence_with_joint_priors():
+    """A joint prior (`where` selecting a tuple of leaves) covers each of them;
+    with `sample` returning the tuple, nested sampling starts from its draws."""
+    s = Small()
+    disk = em.Disk(s.grid, 1.0, em.uas_to_rad(10.0))
+
+    def log_prob(v):
+        return jnp.sum(-0.5 * jnp.stack(v) ** 2)
+
+    joint = em.ParameterPrior(lambda m: (m.flux, m.radius), log_prob)
+    key = jax.random.key(0)
+    with pytest.raises(ValueError, match="cannot be drawn from"):
+        em.evidence(em.Posterior(s.term, [joint], disk), key)
+    one = em.ParameterPrior(lambda m: m.flux, lambda f: -0.5 * f**2)
+    with pytest.raises(ValueError, match="are both on one leaf"):
+        em.evidence(em.Posterior(s.term, [joint, one], disk), key)
+    with pytest.raises(ValueError, match=r"1 parameter leaves of the model"):
+        em.evidence(em.Posterior(s.term, [one], disk), key)

@@ -124,6 +124,13 @@ def test_multifreq_cli_fast_two_2018_bands(shared_data, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     joint = re.search(r"\[joint\] objective (\S+) -> (\S+)", proc.stdout)
     assert joint and float(joint[2]) < float(joint[1]), proc.stdout[-2000:]
+    scores = re.findall(
+        r"\[joint\] (\S+) GHz closure χ² \(alone -> joint\): cphase (\S+) -> "
+        r"(\S+), logcamp (\S+) -> (\S+)",
+        proc.stdout,
+    )
+    assert len(scores) == 2, proc.stdout[-2000:]  # one line per band, finite
+    assert all(np.isfinite(float(x)) and float(x) > 0 for s in scores for x in s[1:])
     image, grid = em.load_fits(out)
     assert image.shape == (64, 64) and np.all(np.isfinite(image))
     assert image.min() >= 0 and abs(image.sum() - 0.6) < 0.06

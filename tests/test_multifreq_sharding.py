@@ -144,6 +144,52 @@ def test_gauss_newton_step_runs():
     assert after < _vg(model, plain)[0]
 
 
+def test_gain_corrected_band_terms_stay_replicated():
+    """Per-band station gains (`AtFrequency(GainCorrected(term, gains_b), ν)`) are
+    not split: shard_bands keeps them as they are, the plain band terms are
+    sharded, and the value and gradient (gains included) are the unsharded
+    objective's."""
+    model, _, _ = _model(3)
+    terms, wrapped = [], []
+    for k, nu in enumerate(FREQS[:2]):
+        d = _band_data(nu, k, n=25 + 3 * k)
+        gains = em.StationGains.from_data(d)
+        rng = np.random.default_rng(k)
+        gains = eqx.tree_at(
+            lambda g: g.log_amp, gains, rng.normal(0, 0.1, gains.log_amp.shape)
+        )
+        vis = em.VisChi2.from_data(d, GRID, forward="direct")
+        wrapped.append(em.AtFrequency(em.GainCorrected(vis, gains), nu))
+        terms.append(
+            em.AtFrequency(
+                em.AmpChi2.from_data(em.amplitudes(d), GRID, forward="direct"), nu
+            )
+        )
+    sharded = em.shard_bands([*wrapped, *terms, em.SpectralL2(GRID)], _mesh(2, 2))
+    kinds = [t for t in sharded.terms if isinstance(t, em.BandShardedChi2)]
+    assert [t.report_name for t in kinds] == ["amp_bands"]
+    kept = [t for t in sharded.terms if isinstance(t, em.AtFrequency)]
+    assert len(kept) == 2 and all(isinstance(t.term, em.GainCorrected) for t in kept)
+    plain = em.Objective([*wrapped, *terms, em.SpectralL2(GRID)])
+    both = (model, [t.term.gains for t in kept])
+
+    def value(m_g, obj):
+        m, gains = m_g
+        obj = eqx.tree_at(
+            lambda o: [o.terms[i].term.gains for i in range(2)], obj, gains
+        )
+        return obj(m)
+
+    vg = eqx.filter_jit(eqx.filter_value_and_grad(value))
+    v1, g1 = vg(both, sharded)
+    v0, g0 = vg(both, plain)
+    assert_allclose(v1, v0, rtol=1e-13)
+    for x, y in zip(jax.tree.leaves(g1), jax.tree.leaves(g0)):
+        assert_allclose(x, y, rtol=1e-12, atol=1e-14)
+    with pytest.raises(TypeError, match="wrap GainCorrected terms"):
+        em.BandShardedChi2(wrapped, _mesh(2, 2))
+
+
 def test_errors():
     terms = _terms(FREQS[:2])
     mesh = _mesh(2, 2)

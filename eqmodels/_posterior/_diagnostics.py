@@ -35,7 +35,10 @@ def ess(x: np.ndarray) -> np.ndarray:
     """The effective sample size of draws `x` of shape `(chains, draws, ...)`:
     `M n / τ`, `τ = −1 + 2 Σ_k P_k` with `P_k = ρ_{2k} + ρ_{2k+1}` the paired
     autocorrelations (combined over the split chains as Stan does), summed while
-    positive and made monotone (Geyer's initial monotone sequence)."""
+    positive and made monotone (Geyer's initial monotone sequence). Stan and
+    ArviZ (`ess(method="mean")`) add one more autocorrelation term where the sum
+    stops; this estimate does not, and is 0.3–2 % off theirs at 1,000 draws per
+    chain (up to ~10 % at 50)."""
     s = _split(np.asarray(x, float))
     m, n = s.shape[:2]
     w, var_plus = _variances(s)

@@ -61,20 +61,20 @@ def _check_int(name, v, lo):
 
 
 def _prior_leaves(posterior: Posterior) -> None:
-    """Every parameter leaf has exactly one prior, and every prior can be drawn
-    from (`sample(key)`); refused otherwise."""
+    """Every parameter leaf has exactly one prior (a joint prior covers all the
+    leaves its `where` selects); refused otherwise."""
     model = posterior.model
     leaves = jax.tree.leaves(eqx.filter(model, posterior.params))
     owner = {}
     for i, p in enumerate(posterior.priors):
-        value = p.where(model)
-        if id(value) in owner:
-            raise ValueError(
-                f"`priors[{owner[id(value)]}]` and `priors[{i}]` are both on one "
-                "leaf: `evidence` draws each leaf from its one prior; combine them "
-                "into one prior."
-            )
-        owner[id(value)] = i
+        for x in jax.tree.leaves(p.where(model)):
+            if id(x) in owner:
+                raise ValueError(
+                    f"`priors[{owner[id(x)]}]` and `priors[{i}]` are both on one "
+                    "leaf: `evidence` draws each leaf from its one prior; combine "
+                    "them into one (joint) prior."
+                )
+            owner[id(x)] = i
     free = [x for x in leaves if id(x) not in owner]
     if free:
         shapes = ", ".join(str(tuple(x.shape)) for x in free)
@@ -84,6 +84,15 @@ def _prior_leaves(posterior: Posterior) -> None:
             "undefined. Give every parameter a proper prior (or make it a "
             "non-parameter with `params=`)."
         )
+
+
+def _shapes(tree):
+    return jax.tree.structure(tree), [tuple(x.shape) for x in jax.tree.leaves(tree)]
+
+
+def _describe(tree) -> str:
+    shapes = _shapes(tree)[1]
+    return str(shapes[0]) if len(shapes) == 1 else str(shapes)
 
 
 def _draw_prior(posterior: Posterior, key, num_live):
@@ -99,10 +108,11 @@ def _draw_prior(posterior: Posterior, key, num_live):
             )
         value = p.where(posterior.model)
         out = jax.eval_shape(p.sample, jax.random.key(0))
-        if tuple(out.shape) != tuple(value.shape):
+        if _shapes(out) != _shapes(value):
             raise ValueError(
-                f"`priors[{i}].sample(key)` returned shape {tuple(out.shape)}, but "
-                f"its leaf has shape {tuple(value.shape)}."
+                f"`priors[{i}].sample(key)` returned shape {_describe(out)}, but its "
+                f"leaf has shape {_describe(value)} (a joint prior draws the tuple "
+                "or submodule its `where` selects)."
             )
 
     def one(k):
@@ -110,10 +120,11 @@ def _draw_prior(posterior: Posterior, key, num_live):
         keys = jax.random.split(k, len(posterior.priors))
         for p, kp in zip(posterior.priors, keys):
             value = p.where(model)
+            draw = jax.tree.map(
+                lambda d, v: jnp.asarray(d, v.dtype), p.sample(kp), value
+            )
             model = eqx.tree_at(
-                p.where,
-                model,
-                jnp.asarray(p.sample(kp), value.dtype).reshape(value.shape),
+                p.where, model, tuple(draw) if isinstance(value, tuple) else draw
             )
         return posterior.to_unconstrained(model)
 
@@ -163,10 +174,11 @@ def evidence(
     `Z` needs a **proper prior on every parameter**: a model leaf without a prior
     (flat, improper) is refused, and nested sampling starts from `num_live` draws
     of the prior: each prior must offer `sample(key) -> value` (a draw of its
-    leaf in the model's coordinates), or `initial` gives the draws. A
-    [`eqmodels.ParameterPrior`][] (a log density alone) and a
-    [`eqmodels.GMRFPrior`][] have no sampler: give `initial` (e.g. numpy draws
-    from the same Gaussian) or a prior of your own with `sample`.
+    leaf in the model's coordinates; a joint prior's, the tuple or submodule
+    its `where` selects), or `initial` gives the draws. The built-in priors
+    ([`eqmodels.ParameterPrior`][], a log density alone,
+    [`eqmodels.GMRFPrior`][], ...) have no sampler: give `initial` (e.g. numpy
+    draws from the same Gaussian) or a prior of your own with `sample`.
 
     Comparing two models: `ln B₁₂ = ln Z₁ − ln Z₂`, with uncertainty
     `sqrt(std₁² + std₂²)`. For a fast approximation near a Gaussian posterior

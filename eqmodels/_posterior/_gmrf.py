@@ -41,7 +41,8 @@ class GMRFPrior(AbstractPrior):
     (closed form, no factorisation). `1/κ` is the correlation length in pixels;
     `τ` scales the precision (every variance scales as `1/τ`). This is the first-order Matérn-like
     field Comrade uses as its imaging default; the hyperparameters are fixed
-    (not sampled).
+    (not sampled): to sample them, see [`eqmodels.GMRFImage`][] and
+    [`eqmodels.GMRFHyperPrior`][].
     """
 
     tau: Float[Array, ""]
@@ -117,10 +118,20 @@ class GMRFPrior(AbstractPrior):
                 "without an embed mask, on the prior's grid)."
             )
         d = value.reshape(ny, nx) - self.mean.astype(value.dtype)
-        grad2 = jnp.sum(jnp.diff(d, axis=0) ** 2) + jnp.sum(jnp.diff(d, axis=1) ** 2)
-        k2 = self.kappa**2
-        quad = self.tau * (k2 * jnp.sum(d**2) + grad2)
-        lam = jnp.asarray(laplacian_eigenvalues(ny, nx), value.dtype)
-        n = ny * nx
-        logdet = n * jnp.log(self.tau) + jnp.sum(jnp.log(k2 + lam))
-        return 0.5 * logdet - 0.5 * quad - 0.5 * n * np.log(2 * np.pi)
+        return gmrf_log_density(d, self.tau, self.kappa)
+
+
+def gmrf_log_density(
+    d: Float[Array, "ny nx"], tau: Float[ArrayLike, ""], kappa: Float[ArrayLike, ""]
+) -> Scalar:
+    """`½ ln det Q − ½ dᵀ Q d − (n/2) ln 2π` with `Q = τ (κ² I + Δ)` on the grid of
+    `d` (the pixels minus the mean), `ln det Q` from the Laplacian's closed-form
+    eigenvalues."""
+    ny, nx = d.shape
+    grad2 = jnp.sum(jnp.diff(d, axis=0) ** 2) + jnp.sum(jnp.diff(d, axis=1) ** 2)
+    k2 = kappa**2
+    quad = tau * (k2 * jnp.sum(d**2) + grad2)
+    lam = jnp.asarray(laplacian_eigenvalues(ny, nx), d.dtype)
+    n = ny * nx
+    logdet = n * jnp.log(tau) + jnp.sum(jnp.log(k2 + lam))
+    return 0.5 * logdet - 0.5 * quad - 0.5 * n * np.log(2 * np.pi)

@@ -25,7 +25,10 @@ class Posterior(eqx.Module):
     `log_likelihood(model)` — each one's normalised Gaussian log-likelihood, see
     [Data terms](terms.md) — and priors ([`eqmodels.AbstractPrior`][]: a
     [`eqmodels.ParameterPrior`][] on one leaf, a [`eqmodels.GMRFPrior`][] on an
-    image's pixels). A parameter without a prior has a flat (improper) one.
+    image's pixels). A parameter without a prior has a flat (improper) one. A
+    prior's `where(model)` selects one parameter leaf, or (a joint prior, e.g.
+    [`eqmodels.GMRFHyperPrior`][] on an image and its hyperparameters) a tuple or
+    submodule whose leaves are all parameter leaves.
 
     The parameters are the model's real floating-point array leaves (an
     `eqx.partition` filter, `params`), flattened in `jax.flatten_util.ravel_pytree`
@@ -98,11 +101,21 @@ class Posterior(eqx.Module):
                     f"`priors[{i}].where` failed on the model ({e!r}): it must "
                     "select a leaf of the model, e.g. `lambda m: m.params`."
                 ) from e
-            if id(value) not in ids:
+            selected = jax.tree.leaves(value)
+            if not selected or any(id(x) not in ids for x in selected):
                 raise ValueError(
                     f"`priors[{i}].where(model)` is not a parameter leaf of the "
                     f"model (got {type(value).__name__}): a prior is on one of "
-                    "the model's real floating-point arrays."
+                    "the model's real floating-point arrays (or, a joint prior, "
+                    "on a tuple or submodule whose leaves all are)."
+                )
+            if p.support == "positive" and not (
+                len(selected) == 1 and selected[0] is value
+            ):
+                raise ValueError(
+                    f"`priors[{i}]` has `support='positive'` but `where` selects "
+                    f"{len(selected)} leaves ({type(value).__name__}): a positive "
+                    "prior is on one array leaf; give each positive leaf its own."
                 )
             out = jax.eval_shape(p.log_density, value)
             if out.shape != ():

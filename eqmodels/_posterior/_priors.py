@@ -19,7 +19,9 @@ class AbstractPrior(eqx.Module):
     A prior declares:
 
     - `where`: a function `where(model) -> array` selecting the leaf it is a prior
-      on (as `eqx.tree_at` takes it), e.g. `lambda m: m.params`;
+      on (as `eqx.tree_at` takes it), e.g. `lambda m: m.params`; a joint prior
+      selects a tuple or submodule of parameter leaves (its `support` is then
+      `"real"`), e.g. [`eqmodels.GMRFHyperPrior`][];
     - `support`: `"real"` (the leaf is sampled as it is) or `"positive"` (the
       posterior samples `z = ln θ` and adds the log-Jacobian `Σ z`);
     - `log_density(value)`: the normalised log density of the leaf's value
@@ -65,7 +67,9 @@ class ParameterPrior(AbstractPrior):
     ):
         """**Arguments:**
 
-        - `where`: `where(model)` selects the leaf (an array of the model).
+        - `where`: `where(model)` selects the leaf (an array of the model), or
+          a tuple of leaves for a joint prior (`support="real"`; `log_prob`
+          then takes the tuple).
         - `log_prob`: `log_prob(value) -> scalar`, the normalised log density of
           the whole leaf (sum over its elements for independent ones).
         - `support`: `"real"` or `"positive"` (sampled through `z = ln θ`).
@@ -85,8 +89,9 @@ class ParameterPrior(AbstractPrior):
         self.log_prob = log_prob
         self.support = support
 
-    def log_density(self, value: Float[Array, "..."]) -> Scalar:
-        """**Arguments:** `value`, the leaf `where(model)` selects.
+    def log_density(self, value: PyTree[Float[Array, "..."]]) -> Scalar:
+        """**Arguments:** `value`, the leaf `where(model)` selects (or the tuple
+        of leaves, for a joint prior).
 
         **Returns:** `log_prob(value)`, a scalar.
         """

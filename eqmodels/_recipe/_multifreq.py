@@ -17,7 +17,7 @@ from .._terms._at_frequency import AtFrequency
 from .._terms._base import Objective
 from .._terms._cphase import ClosurePhaseChi2
 from .._terms._logcamp import LogClosureAmpChi2
-from ._m87 import image_m87, REGULARIZERS, UV_ZBLCUT, ZBL
+from ._m87 import closure_score, image_m87, REGULARIZERS, ROUNDS, UV_ZBLCUT, ZBL
 
 
 #: Weights of the spectral regularizers of the joint round (normalised: the mean
@@ -50,10 +50,11 @@ def image_multifreq(
     2. One joint round from the mean of the band images and `α = 0`: every band's
        closure phases and log closure amplitudes at its frequency
        ([`eqmodels.AtFrequency`][]; closures, so the per-band gains do not
-       enter), the recipe's regularizers on `I₀` (`simple` towards the starting
-       image, `tv`, `tv2`, `flux`; normalised) and [`eqmodels.SpectralL2`][] +
+       enter), weighted as in the recipe's last round (20 and 20 per band), the
+       recipe's regularizers on `I₀` (`simple` towards the starting image, `tv`,
+       `tv2`, `flux`; normalised) and [`eqmodels.SpectralL2`][] +
        [`eqmodels.SpectralTV`][] on `α` (`spectral_weights`), L-BFGS over
-       `(ln I₀, α)`.
+       `(ln I₀, α)`: at most 500 steps (30 with `fast`; `iterations` if given).
 
     **Arguments:**
 
@@ -68,7 +69,11 @@ def image_multifreq(
     (`model()` is `I₀` in Jy/pixel, `model.alpha` the α map) and a dict with
     `grid`, `freq0`, `freqs`, `bands` (each band's `(image, report)` from step 1),
     `data` (each band's prepared `VisData`), `start` / `end` (the joint
-    objective's value and terms), `steps`.
+    objective's value and terms), `steps`, and `closures`: per band, its
+    frequency and the [`eqmodels.closure_score`][] of the band's image alone
+    (step 1) and of the joint model at the band's frequency, on the band's file
+    or data as given (`{"freq", "alone", "joint"}`, each score `{"cphase",
+    "logcamp"}`: the pipeline's scoring, 2 % fractional noise).
     """
     say = log if log is not None else (lambda line: None)
     many = isinstance(paths_or_data, list | tuple)
@@ -127,7 +132,7 @@ def image_multifreq(
                 nu,
             ),
         ]
-        w += [1.0, 1.0]
+        w += [ROUNDS[-1]["cphase"], ROUNDS[-1]["logcamp"]]
     norm = dict(flux=flux, beam=beam, normalise=True)
     terms += [
         SimpleEntropy(start, flux=flux, normalise=True),
@@ -143,12 +148,22 @@ def image_multifreq(
     model = MultiFrequencyImage(
         PixelImage.from_image(start, grid), freq0, np.zeros(grid.shape)
     )
-    steps = (30 if fast else 100) if iterations is None else int(iterations)
+    steps = (30 if fast else 500) if iterations is None else int(iterations)
     say(f"[joint] {len(items)} bands, ν₀ = {freq0 / 1e9:.3f} GHz: I₀ and α")
     value0, report0 = objective.value_and_report(model)
     sol = solve(objective, model, "lbfgs", max_steps=steps, ftol=stop, gtol=stop)
     value1, report1 = objective.value_and_report(sol.model)
     say(f"[joint] objective {float(value0):.4g} -> {float(value1):.4g}")
+    scores = []
+    for (image_b, _), item, nu in zip(bands, items, freqs):
+        alone = closure_score(np.asarray(image_b), [item], grid=grid)
+        joint = closure_score(np.asarray(sol.model.at(nu)), [item], grid=grid)
+        scores.append({"freq": nu, "alone": alone, "joint": joint})
+        say(
+            f"[joint] {nu / 1e9:.3f} GHz closure χ² (alone -> joint): cphase "
+            f"{alone['cphase']:.3f} -> {joint['cphase']:.3f}, logcamp "
+            f"{alone['logcamp']:.3f} -> {joint['logcamp']:.3f}"
+        )
     return sol.model, {
         "grid": grid,
         "freq0": freq0,
@@ -158,6 +173,7 @@ def image_multifreq(
         "start": {"objective": float(value0), **_floats(report0)},
         "end": {"objective": float(value1), **_floats(report1)},
         "steps": int(sol.steps),
+        "closures": scores,
     }
 
 

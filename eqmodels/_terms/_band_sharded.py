@@ -27,6 +27,7 @@ from ._base import AbstractDataTerm, check_rows_declared
 from ._closure_covariance import has_closure_covariance
 from ._inputs import default_name, ImageLike, planes_at
 from ._objective import AbstractTerm, Objective
+from ._wrapper import AbstractTermWrapper
 
 
 class BandShardedChi2(AbstractTerm, AbstractSharded):
@@ -107,6 +108,15 @@ class BandShardedChi2(AbstractTerm, AbstractSharded):
                 "term per band; terms of another kind go in another BandShardedChi2."
             )
         inner = [t.term for t in terms]
+        wrapped = [
+            type(t).__name__ for t in inner if isinstance(t, AbstractTermWrapper)
+        ]
+        if wrapped:
+            raise TypeError(
+                f"`terms` wrap {wrapped[0]} terms (e.g. per-band station gains): "
+                "their rows are not split over devices; keep them as ordinary "
+                "(replicated) terms of the objective, as `em.shard_bands` does."
+            )
         if len({type(t) for t in inner}) > 1:
             raise TypeError(
                 "`terms` wrap data terms of different classes "
@@ -301,8 +311,10 @@ def shard_bands(
     2-d mesh: the terms of one kind (one class of inner term, one per band) become
     one [`eqmodels.BandShardedChi2`][] (bands over `band_axis`, each band's rows
     over `row_axis`), carrying their weights; the other terms (regularizers,
-    spectral regularizers, unwrapped terms) stay as they are, replicated. The
-    value and gradient are the objective's, to rounding.
+    spectral regularizers, terms not at a frequency, and band terms whose inner
+    term is a wrapper such as `AtFrequency(GainCorrected(term, gains), ν)`:
+    per-band station gains) stay as they are, replicated, evaluated on every
+    device. The value and gradient are the objective's, to rounding.
 
     ```python
     mesh = jax.make_mesh((4, 2), ("bands", "rows"))   # 4 bands x 2 row shards
@@ -340,7 +352,11 @@ def shard_bands(
     kept, kept_w = [], []
     groups: dict[Any, list[list[int]]] = {}
     for i, t in enumerate(objective.terms):
-        if not isinstance(t, AtFrequency) or not isinstance(t.term, AbstractDataTerm):
+        if (
+            not isinstance(t, AtFrequency)
+            or not isinstance(t.term, AbstractDataTerm)
+            or isinstance(t.term, AbstractTermWrapper)  # e.g. per-band gains
+        ):
             kept.append(t)
             kept_w.append(weights[i])
             continue
