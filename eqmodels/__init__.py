@@ -282,6 +282,11 @@ from ._terms._at_frequency import AtFrequency as AtFrequency
 # isort: split
 # --- posteriors ---
 from ._posterior._dirichlet import DirichletPrior as DirichletPrior
+from ._posterior._evidence import (
+    Evidence as Evidence,
+    evidence as evidence,
+    laplace_evidence as laplace_evidence,
+)
 from ._posterior._gmrf import GMRFPrior as GMRFPrior
 from ._posterior._gmrf_hyper import GMRFHyperPrior as GMRFHyperPrior
 from ._posterior._gmrf_image import GMRFImage as GMRFImage
@@ -391,6 +396,8 @@ __all__ = [
     "EHT2017",
     "compiler_options",
     "EllipticalGaussian",
+    "Evidence",
+    "evidence",
     "enable_compilation_cache",
     "evpa_ticks",
     "example_uvfits",
@@ -420,6 +427,7 @@ __all__ = [
     "L1",
     "Laplace",
     "laplace",
+    "laplace_evidence",
     "LBFGS",
     "LeastSquaresState",
     "LevenbergMarquardt",

@@ -17,6 +17,7 @@ import numpy as np
 from ._gains._joint import WithGains
 from ._gains._survey import stack_gains
 from ._terms._base import AbstractDataTerm
+from ._terms._closure_covariance import pad_covariances
 from ._terms._objective import Objective
 from ._terms._shared import SharedForward
 from ._tree import structure_difference
@@ -81,7 +82,7 @@ def pad_to_match(items: Sequence[_T]) -> list[_T]:
         )
     if isinstance(items[0], AbstractDataTerm):
         length = max(x.rows for x in items)
-        return [x.pad_rows(length) for x in items]
+        return pad_covariances([x.pad_rows(length) for x in items])
     if isinstance(items[0], Objective):
         names = items[0].names
         if any(x.names != names for x in items):
@@ -108,7 +109,7 @@ def pad_to_match(items: Sequence[_T]) -> list[_T]:
         points = [
             max(x.shared[g].n_points for x in items) for g in range(len(groups[0]))
         ]
-        return [_pad_objective(x, rows, points) for x in items]
+        return pad_covariances([_pad_objective(x, rows, points) for x in items])
     raise TypeError(
         f"`items` must be data terms or objectives, got {type(items[0]).__name__}."
     )

@@ -194,6 +194,7 @@ def _bispectra_np(data, closures, uv_min, snr_cut, fractional_noise):
         sig_b[keep],
         (stations[keep], legs[keep]),
         _slots(data, times[keep]),
+        (sig / np.abs(vis))[keep],
     )
 
 
@@ -220,7 +221,7 @@ def bispectra(
 
     **Returns:** [`eqmodels.BispectrumProducts`][]; `σ_B = |B| sqrt(Σ σ_i²/|V_i|²)`.
     """
-    u, v, signs, bis, sig_b, stations, times = _bispectra_np(
+    u, v, signs, bis, sig_b, stations, times, _ = _bispectra_np(
         data, closures, uv_min, snr_cut, fractional_noise
     )
     return BispectrumProducts(
@@ -269,7 +270,7 @@ def closure_phases(
             "`systematic_cphase_noise` must be finite and >= 0 (degrees), got "
             f"{systematic_cphase_noise!r}."
         )
-    u, v, signs, bis, sig_b, stations, times = _bispectra_np(
+    u, v, signs, bis, sig_b, stations, times, leg_sig = _bispectra_np(
         data, closures, uv_min, snr_cut, fractional_noise
     )
     sig = np.hypot(sig_b / np.abs(bis), math.radians(float(systematic_cphase_noise)))
@@ -284,6 +285,7 @@ def closure_phases(
         legs=asarray(stations[1]),
         time_index=asarray(times[1]),
         index_key=data.index_key,
+        leg_sigma=asarray(leg_sig),
     )
 
 
@@ -329,6 +331,7 @@ def _camp_np(data, closures, uv_min, snr_cut, fractional_noise, debias, log):
         err[keep],
         (stations[keep], legs[keep]),
         _slots(data, times[keep]),
+        np.sqrt(inv_snr2)[keep],
     )
 
 
@@ -352,7 +355,7 @@ def closure_amplitudes(
 
     **Returns:** [`eqmodels.ClosureAmpProducts`][].
     """
-    u, v, val, err, stations, times = _camp_np(
+    u, v, val, err, stations, times, _ = _camp_np(
         data, closures, uv_min, snr_cut, fractional_noise, debias, log=False
     )
     return ClosureAmpProducts(
@@ -383,7 +386,7 @@ def log_closure_amplitudes(
 
     **Returns:** [`eqmodels.LogClosureAmpProducts`][].
     """
-    u, v, val, err, stations, times = _camp_np(
+    u, v, val, err, stations, times, leg_sig = _camp_np(
         data, closures, uv_min, snr_cut, fractional_noise, debias, log=True
     )
     return LogClosureAmpProducts(
@@ -396,4 +399,5 @@ def log_closure_amplitudes(
         legs=asarray(stations[1]),
         time_index=asarray(times[1]),
         index_key=data.index_key,
+        leg_sigma=asarray(leg_sig),
     )

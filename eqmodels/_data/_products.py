@@ -43,7 +43,9 @@ class BispectrumProducts(eqx.Module):
 
 
 class ClosurePhaseProducts(eqx.Module):
-    """Closure phases `ψ = arg(V1 V2 V3)`, **radians** (value and sigma)."""
+    """Closure phases `ψ = arg(V1 V2 V3)`, **radians** (value and sigma);
+    `leg_sigma` is each leg's linearised phase noise `σ/|V|` (radians; what a
+    full closure covariance needs), `None` when not known."""
 
     u: Float[Array, "n 3"]
     v: Float[Array, "n 3"]
@@ -55,6 +57,7 @@ class ClosurePhaseProducts(eqx.Module):
     legs: Int[Array, "n 3 2"]
     time_index: Int[Array, " n"]
     index_key: int = eqx.field(static=True, default=-1)
+    leg_sigma: Float[Array, "n 3"] | None = None
 
 
 class ClosureAmpProducts(eqx.Module):
@@ -72,7 +75,9 @@ class ClosureAmpProducts(eqx.Module):
 
 
 class LogClosureAmpProducts(eqx.Module):
-    """Log closure amplitudes `ln C = ln|V1| + ln|V2| - ln|V3| - ln|V4|`."""
+    """Log closure amplitudes `ln C = ln|V1| + ln|V2| - ln|V3| - ln|V4|`;
+    `leg_sigma` is each leg's linearised log-amplitude noise `σ/|V|` (what a
+    full closure covariance needs), `None` when not known."""
 
     u: Float[Array, "n 4"]
     v: Float[Array, "n 4"]
@@ -83,3 +88,4 @@ class LogClosureAmpProducts(eqx.Module):
     legs: Int[Array, "n 4 2"]
     time_index: Int[Array, " n"]
     index_key: int = eqx.field(static=True, default=-1)
+    leg_sigma: Float[Array, "n 4"] | None = None

@@ -24,6 +24,7 @@ from .._sharding._mesh import (
 )
 from ._at_frequency import AtFrequency
 from ._base import AbstractDataTerm, check_rows_declared
+from ._closure_covariance import has_closure_covariance
 from ._inputs import default_name, ImageLike, planes_at
 from ._objective import AbstractTerm, Objective
 from ._wrapper import AbstractTermWrapper
@@ -148,6 +149,12 @@ class BandShardedChi2(AbstractTerm, AbstractSharded):
                     "built, or use `em.shard_bands(objective, mesh)`."
                 )
             check_rows_declared(t)
+            if has_closure_covariance(t):
+                raise ValueError(
+                    "a closure term with `covariance='full'` couples its rows within "
+                    "each timestamp, so they cannot be split over devices: build it "
+                    "with `covariance='independent'` to shard it."
+                )
         check_same_on_every_process(inner, mesh, "`terms`")
         length = padded_length(max(t.rows for t in inner), size)
         if min(t.rows for t in inner) < size:

@@ -192,7 +192,9 @@ class AbstractDataTerm(AbstractTerm):
         is the mean of `(r/σ)²`) and the live rows' weights `w_k = 1/σ_k²`
         (padding rows, of weight 0, contribute nothing). Closure quantities are
         treated as **independent** (as eht-imaging and Comrade do by default):
-        their covariance through shared baselines is ignored. A closure phase
+        their covariance through shared baselines is ignored
+        ([`eqmodels.ClosurePhaseChi2`][] and [`eqmodels.LogClosureAmpChi2`][]
+        offer it with `covariance="full"`). A closure phase
         contributes `−2 (1 − cos Δ)/σ² − ln σ − ½ ln 2π`, the Gaussian in the
         chord `2 sin(Δ/2)` (Δ wrapped, in radians: Comrade's choice for closure
         phases too), which is the Gaussian `−Δ²/(2σ²)` for small `Δ`.

@@ -30,6 +30,10 @@ class BispectrumChi2(AbstractDataTerm):
     over closed triangles whose three legs' `(u, v)` are already oriented (the
     product of the three model visibilities is the model bispectrum).
     Residuals: the real and imaginary parts of `sqrt(w_k/2N) (B̂_k − B_k)`.
+
+    `log_likelihood` treats the rows as **independent** (eht-imaging's and
+    Comrade's default), ignoring the covariance of closures on shared baselines;
+    `ClosurePhaseChi2` and `LogClosureAmpChi2` offer it (`covariance="full"`).
     """
 
     forward: AbstractForwardModel | None

@@ -28,6 +28,10 @@ class ClosureAmpChi2(AbstractDataTerm):
 
     over quadrangles whose four legs' `(u, v)` are given. Residuals:
     `r_k = sqrt(w_k/N) (Ĉ_k − C_k)`. Rows of weight 0 contribute exactly 0.
+
+    `log_likelihood` treats the rows as **independent** (eht-imaging's and
+    Comrade's default), ignoring the covariance of closures on shared baselines;
+    `ClosurePhaseChi2` and `LogClosureAmpChi2` offer it (`covariance="full"`).
     """
 
     forward: AbstractForwardModel | None

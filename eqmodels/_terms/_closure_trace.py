@@ -47,6 +47,10 @@ class ClosureTraceChi2(AbstractDataTerm):
     [`eqmodels.Objective`][] its legs are served by the shared batched Stokes
     transform. Rows of weight 0 contribute exactly 0 (their legs are replaced
     by identity matrices before inverting).
+
+    `log_likelihood` treats the rows as **independent** (eht-imaging's and
+    Comrade's default), ignoring the covariance of closures on shared baselines;
+    `ClosurePhaseChi2` and `LogClosureAmpChi2` offer it (`covariance="full"`).
     """
 
     forward: AbstractForwardModel | None

@@ -355,11 +355,13 @@ def term_from_data(
     *,
     k,
     product: str,
+    extra: dict | None = None,
 ):
     """The body of the terms' `from_data`: `cls(forward model at (data.u, data.v),
     data.<values>, data.sigma)`, with the legs' station pairs and the rows' time
-    slots when `data` carries them (`legs` / `stations` and `time_index`). `data`
-    is checked to be `product` first (see `check_product`)."""
+    slots when `data` carries them (`legs` / `stations` and `time_index`), and the
+    keyword arguments `extra`. `data` is checked to be `product` first (see
+    `check_product`)."""
     check_product(data, values, k, cls.__name__, product)
     fwd = make_forward(forward, grid, data.u, data.v, **forward_kwargs)
     legs = getattr(data, "legs", None)
@@ -372,6 +374,7 @@ def term_from_data(
         stations=legs,
         time_index=getattr(data, "time_index", None),
         index_key=getattr(data, "index_key", None),
+        **(extra or {}),
     )
 
 

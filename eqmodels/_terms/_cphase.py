@@ -8,6 +8,12 @@ from .._forward._base import AbstractForwardModel
 from .._forward._select import ForwardLike
 from .._grid import ImageGrid
 from ._base import AbstractDataTerm
+from ._closure_covariance import (
+    check_covariance,
+    closure_covariance,
+    ClosureCovariance,
+    refuse_take,
+)
 from ._common import (
     abs2,
     index_key_leaf,
@@ -29,6 +35,20 @@ class ClosurePhaseChi2(AbstractDataTerm):
     `r_k = 2 sqrt(w_k/N) sin(Δ_k/2)`, `Δ_k = ψ_k − ψ̂_k` wrapped to `(−π, π]`
     (since `1 − cos Δ = 2 sin²(Δ/2)`). Where the model bispectrum is exactly 0 its
     phase is taken as 0 (numpy's `angle(0)`); rows of weight 0 contribute exactly 0.
+
+    **Correlations** (`log_likelihood` only; the χ² and residuals above are
+    eht-imaging's, independent, in either case): `covariance="independent"` (the
+    default, as eht-imaging and Comrade) treats the closure phases as independent,
+    each contributing `−2 (1 − cos Δ)/σ² − ln σ − ½ ln 2π`. `covariance="full"`
+    uses their covariance through shared baselines: per timestamp, with `A` the
+    closure design matrix (±1 per leg, the closures given, which must be linearly
+    independent: `closures="min"`) and `σ_b = σ/|V|` each leg's linearised phase
+    noise (`leg_sigma`), `Σ = A diag(σ_b²) Aᵀ + diag(σ_k² − Σ_legs σ_b²)` (the
+    diagonal is the closure's own `σ_k²`; the excess, e.g. a systematic
+    closure-phase noise, stays independent) and
+    `ln L = Σ_t (−½ c_tᵀ Σ_t⁻¹ c_t − ½ ln det 2πΣ_t)` in the chords
+    `c_k = 2 sin(Δ_k/2)` (Δ wrapped). `Σ_t` is fixed, so its whitening is
+    computed at construction. With one closure per timestamp the two agree.
     """
 
     forward: AbstractForwardModel | None
@@ -38,6 +58,7 @@ class ClosurePhaseChi2(AbstractDataTerm):
     stations: Int[Array, "n 3 2"]
     time_index: Int[Array, " n"]
     index_key: Int[Array, ""]
+    closure_covariance: ClosureCovariance | None
 
     report_name = "cphase"
     reals_per_row = 1
@@ -52,6 +73,8 @@ class ClosurePhaseChi2(AbstractDataTerm):
         stations: ArrayLike | None = None,
         time_index: ArrayLike | None = None,
         index_key: int | ArrayLike | None = None,
+        covariance: str = "independent",
+        leg_sigma: Float[ArrayLike, "n 3"] | None = None,
     ):
         """**Arguments:**
 
@@ -68,6 +91,13 @@ class ClosurePhaseChi2(AbstractDataTerm):
           `stations` point into ([`eqmodels.VisData.index_key`][];
           `from_data` sets it, and [`eqmodels.GainCorrected`][] checks it
           against the gains'); default unknown (`-1`).
+        - `covariance`: `"independent"` (default) or `"full"`, how
+          `log_likelihood` treats the correlations between closure phases of one
+          timestamp (see the class docs). `"full"` needs `stations`, `time_index`
+          and `leg_sigma`, and linearly independent closures per timestamp.
+        - `leg_sigma`: each leg's linearised phase noise `σ/|V|` in radians,
+          shape `(n, 3)` (`eqmodels.closure_phases` products carry it as
+          `leg_sigma`); used by `covariance="full"` only.
         """
         self.cphase, self.weight, self.n_rows = real_rows(
             forward, 3, "ClosurePhaseChi2", "cphase", cphase, sigma, radians=True
@@ -77,10 +107,36 @@ class ClosurePhaseChi2(AbstractDataTerm):
             stations, time_index, tuple(forward.u.shape)
         )
         self.index_key = index_key_leaf(index_key)
+        if check_covariance(covariance) == "full":
+            self.closure_covariance = closure_covariance(
+                "ClosurePhaseChi2",
+                u=forward.u,
+                v=forward.v,
+                legs=self.stations,
+                time_index=self.time_index,
+                weight=self.weight,
+                leg_sigma=leg_sigma,
+                leg_signs=None,
+                dtype=self.cphase.dtype,
+            )
+        else:
+            self.closure_covariance = None
+
+    @property
+    def covariance(self) -> str:
+        """`"full"` or `"independent"`: how `log_likelihood` treats the
+        correlations between closures."""
+        return "independent" if self.closure_covariance is None else "full"
 
     @classmethod
     def from_data(
-        cls, data, grid: ImageGrid, *, forward: ForwardLike = "direct", **forward_kwargs
+        cls,
+        data,
+        grid: ImageGrid,
+        *,
+        forward: ForwardLike = "direct",
+        covariance: str = "independent",
+        **forward_kwargs,
     ) -> "ClosurePhaseChi2":
         """The term for a [`eqmodels.ClosurePhaseProducts`][] (or anything with `u`,
         `v` of shape `(n, 3)`, `cphase`, `sigma`, in radians).
@@ -92,6 +148,8 @@ class ClosurePhaseChi2(AbstractDataTerm):
         - `forward`: `"direct"`, `"separable"` or `"nufft"`, a forward-model class
           or a callable `(grid, u, v) -> forward model` (see
           [`eqmodels.make_forward`][]).
+        - `covariance`: `"independent"` (default) or `"full"` (see the class
+          docs; uses the products' `leg_sigma`).
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
         return term_from_data(
@@ -103,6 +161,10 @@ class ClosurePhaseChi2(AbstractDataTerm):
             forward_kwargs,
             k=3,
             product="a `ClosurePhaseProducts` (from `eqmodels.closure_phases(data)`)",
+            extra=dict(
+                covariance=check_covariance(covariance),
+                leg_sigma=getattr(data, "leg_sigma", None),
+            ),
         )
 
     def _rotated(self, vis: Complex[Array, "n 3"]):
@@ -142,3 +204,21 @@ class ClosurePhaseChi2(AbstractDataTerm):
             safe = jnp.where(front, b * (b + re), 1.0)
             one_minus_cos = jnp.where(front, im * im / safe, 1.0 - re / b)
         return 2.0 * jnp.sum(self.weight * one_minus_cos) / self.n_rows
+
+    def log_likelihood_from_vis(self, vis: Complex[Array, "n 3"]) -> Scalar:
+        """The Gaussian log-likelihood (see the class docs: independent closure
+        phases, or their full covariance with `covariance="full"`).
+
+        **Arguments:** `vis`, the model visibilities at the term's points.
+
+        **Returns:** `ln L`, a scalar.
+        """
+        if self.closure_covariance is None:
+            return super().log_likelihood_from_vis(vis)
+        re, im, _ = self._rotated(vis)
+        delta = -jnp.arctan2(im, re)  # ψ − ψ̂, wrapped
+        return self.closure_covariance.log_likelihood(2.0 * jnp.sin(0.5 * delta))
+
+    def take_rows(self, index, *, n_rows=None) -> "ClosurePhaseChi2":
+        refuse_take(self, index)
+        return super().take_rows(index, n_rows=n_rows)

@@ -9,6 +9,12 @@ from .._forward._select import ForwardLike
 from .._grid import ImageGrid
 from .._validation import is_concrete
 from ._base import AbstractDataTerm
+from ._closure_covariance import (
+    check_covariance,
+    closure_covariance,
+    ClosureCovariance,
+    refuse_take,
+)
 from ._common import (
     abs2,
     index_key_leaf,
@@ -30,6 +36,19 @@ class LogClosureAmpChi2(AbstractDataTerm):
     numerator, 3, 4 in the denominator). Residuals:
     `r_k = sqrt(w_k/N) (ln Ĉ_k − ln C_k)`. Rows of weight 0 contribute exactly 0
     (their legs are never passed to the logarithm).
+
+    **Correlations** (`log_likelihood` only; the χ² and residuals above are
+    eht-imaging's, independent, in either case): `covariance="independent"` (the
+    default, as eht-imaging and Comrade) treats the log closure amplitudes as
+    independent Gaussians of σ `σ_k`. `covariance="full"` uses their covariance
+    through shared baselines: per timestamp, with `A` the closure design matrix
+    (+1 for legs 1, 2, −1 for legs 3, 4; the closures given, which must be
+    linearly independent: `closures="min"`) and `σ_b = σ/|V|` each leg's
+    linearised log-amplitude noise (`leg_sigma`),
+    `Σ = A diag(σ_b²) Aᵀ + diag(σ_k² − Σ_legs σ_b²)` (the diagonal is the
+    closure's own `σ_k²`) and `ln L = Σ_t (−½ d_tᵀ Σ_t⁻¹ d_t − ½ ln det 2πΣ_t)`,
+    `d = ln Ĉ − ln C`. `Σ_t` is fixed, so its whitening is computed at
+    construction. With one closure per timestamp the two agree.
     """
 
     forward: AbstractForwardModel | None
@@ -39,6 +58,7 @@ class LogClosureAmpChi2(AbstractDataTerm):
     stations: Int[Array, "n 4 2"]
     time_index: Int[Array, " n"]
     index_key: Int[Array, ""]
+    closure_covariance: ClosureCovariance | None
 
     report_name = "logcamp"
     reals_per_row = 1
@@ -53,6 +73,8 @@ class LogClosureAmpChi2(AbstractDataTerm):
         stations: ArrayLike | None = None,
         time_index: ArrayLike | None = None,
         index_key: int | ArrayLike | None = None,
+        covariance: str = "independent",
+        leg_sigma: Float[ArrayLike, "n 4"] | None = None,
     ):
         """**Arguments:**
 
@@ -66,6 +88,14 @@ class LogClosureAmpChi2(AbstractDataTerm):
           `stations` point into ([`eqmodels.VisData.index_key`][];
           `from_data` sets it, and [`eqmodels.GainCorrected`][] checks it
           against the gains'); default unknown (`-1`).
+        - `covariance`: `"independent"` (default) or `"full"`, how
+          `log_likelihood` treats the correlations between log closure amplitudes
+          of one timestamp (see the class docs). `"full"` needs `stations`,
+          `time_index` and `leg_sigma`, and linearly independent closures per
+          timestamp.
+        - `leg_sigma`: each leg's linearised log-amplitude noise `σ/|V|`, shape
+          `(n, 4)` (`eqmodels.log_closure_amplitudes` products carry it as
+          `leg_sigma`); used by `covariance="full"` only.
         """
         self.logcamp, self.weight, self.n_rows = real_rows(
             forward, 4, "LogClosureAmpChi2", "logcamp", logcamp, sigma
@@ -76,10 +106,36 @@ class LogClosureAmpChi2(AbstractDataTerm):
             stations, time_index, tuple(forward.u.shape)
         )
         self.index_key = index_key_leaf(index_key)
+        if check_covariance(covariance) == "full":
+            self.closure_covariance = closure_covariance(
+                "LogClosureAmpChi2",
+                u=forward.u,
+                v=forward.v,
+                legs=self.stations,
+                time_index=self.time_index,
+                weight=self.weight,
+                leg_sigma=leg_sigma,
+                leg_signs=(1.0, 1.0, -1.0, -1.0),
+                dtype=self.logcamp.dtype,
+            )
+        else:
+            self.closure_covariance = None
+
+    @property
+    def covariance(self) -> str:
+        """`"full"` or `"independent"`: how `log_likelihood` treats the
+        correlations between closures."""
+        return "independent" if self.closure_covariance is None else "full"
 
     @classmethod
     def from_data(
-        cls, data, grid: ImageGrid, *, forward: ForwardLike = "direct", **forward_kwargs
+        cls,
+        data,
+        grid: ImageGrid,
+        *,
+        forward: ForwardLike = "direct",
+        covariance: str = "independent",
+        **forward_kwargs,
     ) -> "LogClosureAmpChi2":
         """The term for a [`eqmodels.LogClosureAmpProducts`][] (or anything with `u`,
         `v` of shape `(n, 4)`, `logcamp`, `sigma`).
@@ -91,6 +147,8 @@ class LogClosureAmpChi2(AbstractDataTerm):
         - `forward`: `"direct"`, `"separable"` or `"nufft"`, a forward-model class
           or a callable `(grid, u, v) -> forward model` (see
           [`eqmodels.make_forward`][]).
+        - `covariance`: `"independent"` (default) or `"full"` (see the class
+          docs; uses the products' `leg_sigma`).
         - `**forward_kwargs`: options of the forward model (`pulse`, `eps`, `dtype`).
         """
         return term_from_data(
@@ -102,6 +160,10 @@ class LogClosureAmpChi2(AbstractDataTerm):
             forward_kwargs,
             k=4,
             product="a `LogClosureAmpProducts` (from `eqmodels.log_closure_amplitudes(data)`)",
+            extra=dict(
+                covariance=check_covariance(covariance),
+                leg_sigma=getattr(data, "leg_sigma", None),
+            ),
         )
 
     def _diff(self, vis: Complex[Array, "n 4"]) -> Float[Array, " n"]:
@@ -116,6 +178,22 @@ class LogClosureAmpChi2(AbstractDataTerm):
     def chi2_from_vis(self, vis: Complex[Array, "n 4"]) -> Scalar:
         d = self._diff(vis)
         return jnp.sum(self.weight * d * d) / self.n_rows
+
+    def log_likelihood_from_vis(self, vis: Complex[Array, "n 4"]) -> Scalar:
+        """The Gaussian log-likelihood (see the class docs: independent log
+        closure amplitudes, or their full covariance with `covariance="full"`).
+
+        **Arguments:** `vis`, the model visibilities at the term's points.
+
+        **Returns:** `ln L`, a scalar.
+        """
+        if self.closure_covariance is None:
+            return super().log_likelihood_from_vis(vis)
+        return self.closure_covariance.log_likelihood(self._diff(vis))
+
+    def take_rows(self, index, *, n_rows=None) -> "LogClosureAmpChi2":
+        refuse_take(self, index)
+        return super().take_rows(index, n_rows=n_rows)
 
 
 # Rows from which all-positive values are taken for linear closure amplitudes:

@@ -23,6 +23,7 @@ from .._sharding._mesh import (
     split_specs,
 )
 from ._base import AbstractDataTerm, check_rows_declared, n_rows_leaf
+from ._closure_covariance import has_closure_covariance
 from ._common import index_key_leaf
 from ._inputs import from_shared_vis, ImageLike, planes_at
 from ._objective import AbstractTerm
@@ -121,6 +122,12 @@ class ShardedChi2(AbstractTermWrapper, AbstractSharded):
                 "ShardedChi2(b, mesh)])`)."
             )
         check_rows_declared(term)
+        if has_closure_covariance(term):
+            raise ValueError(
+                "a closure term with `covariance='full'` couples its rows within "
+                "each timestamp, so they cannot be split over devices: build it "
+                "with `covariance='independent'` to shard it."
+            )
         n = term.rows
         if n < size:
             raise ValueError(
