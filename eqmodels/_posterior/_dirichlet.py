@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import gammaln
-from jaxtyping import Array, ArrayLike, Float, PyTree, Real, Scalar
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray, PyTree, Real, Scalar
 
 from .._grid import ImageGrid
 from .._validation import as_real, check_grid, is_concrete
@@ -93,6 +93,18 @@ class DirichletPrior(AbstractPrior):
     def log_normaliser(self) -> Scalar:
         """`ln B(α) = Σ ln Γ(α_i) − ln Γ(Σ α_i)`."""
         return jnp.sum(gammaln(self.alpha)) - gammaln(jnp.sum(self.alpha))
+
+    def sample(self, key: PRNGKeyArray) -> Float[Array, " n_minus_1"]:
+        """A draw of the logits: `y_i = ln g_i − ln g_n` with `g_i ~ Gamma(α_i)`
+        (so `s = softmax(y, 0)` is Dirichlet(α); drawn as log-gammas, exact for
+        small `α`).
+
+        **Arguments:** `key`, a `jax.random` key.
+
+        **Returns:** the `n − 1` logits.
+        """
+        log_g = jax.random.loggamma(key, self.alpha)
+        return log_g[:-1] - log_g[-1]
 
     def log_density(self, value: Float[Array, " n_minus_1"]) -> Scalar:
         """**Arguments:** `value`, the `n − 1` logits.

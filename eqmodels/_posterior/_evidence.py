@@ -13,6 +13,7 @@ from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray, PyTree, Scalar
 from .._solvers._solve import Solution
 from ._laplace import laplace
 from ._posterior import Posterior
+from ._priors import ParameterPrior
 
 
 class Evidence(eqx.Module):
@@ -98,12 +99,15 @@ def _describe(tree) -> str:
 def _draw_prior(posterior: Posterior, key, num_live):
     """`(num_live, n)` unconstrained vectors from each prior's `sample(key)`."""
     for i, p in enumerate(posterior.priors):
-        if not callable(getattr(p, "sample", None)):
+        if not callable(getattr(p, "sample", None)) or (
+            isinstance(p, ParameterPrior) and p.sampler is None
+        ):
             raise ValueError(
                 f"`priors[{i}]` ({type(p).__name__}) cannot be drawn from (no "
                 "`sample(key)` method): nested sampling starts from draws of the "
-                "prior. Give priors that offer `sample(key) -> value` (a prior of "
-                "your own: subclass `AbstractPrior` and add it), or pass "
+                "prior. Give priors that offer `sample(key) -> value` (a "
+                "`ParameterPrior(..., sampler=...)`; `GMRFPrior` and `DirichletPrior` "
+                "offer it; a prior of your own: add the method), or pass "
                 "`initial=`, `num_live` draws from the prior."
             )
         value = p.where(posterior.model)
@@ -175,10 +179,11 @@ def evidence(
     (flat, improper) is refused, and nested sampling starts from `num_live` draws
     of the prior: each prior must offer `sample(key) -> value` (a draw of its
     leaf in the model's coordinates; a joint prior's, the tuple or submodule
-    its `where` selects), or `initial` gives the draws. The built-in priors
-    ([`eqmodels.ParameterPrior`][], a log density alone,
-    [`eqmodels.GMRFPrior`][], ...) have no sampler: give `initial` (e.g. numpy
-    draws from the same Gaussian) or a prior of your own with `sample`.
+    its `where` selects), or `initial` gives the draws. [`eqmodels.GMRFPrior`][]
+    and [`eqmodels.DirichletPrior`][] draw exactly; a
+    [`eqmodels.ParameterPrior`][] draws when built with `sampler=`;
+    [`eqmodels.GMRFHyperPrior`][] does not draw (its field and hyperparameters
+    are one submodule whose hyperpriors are other priors): give `initial` there.
 
     Comparing two models: `ln B₁₂ = ln Z₁ − ln Z₂`, with uncertainty
     `sqrt(std₁² + std₂²)`. For a fast approximation near a Gaussian posterior

@@ -1,12 +1,14 @@
 """A Gaussian Markov random field prior on an image's pixels (Comrade's imaging
 default): precision `Q = τ (κ² I + Δ)` with `Δ` the grid's graph Laplacian."""
 
+import functools
 from collections.abc import Callable
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, PyTree, Scalar
+from jaxtyping import Array, ArrayLike, Float, PRNGKeyArray, PyTree, Scalar
 
 from .._grid import ImageGrid
 from .._validation import is_concrete
@@ -25,6 +27,18 @@ def laplacian_eigenvalues(ny: int, nx: int) -> np.ndarray:
     ly = 4.0 * np.sin(np.pi * np.arange(ny) / (2 * ny)) ** 2
     lx = 4.0 * np.sin(np.pi * np.arange(nx) / (2 * nx)) ** 2
     return ly[:, None] + lx[None, :]
+
+
+@functools.lru_cache(maxsize=32)
+def dct2_matrix(n: int) -> np.ndarray:
+    """The orthonormal DCT-II matrix `C` (`(n, n)`, read-only), row `k` the
+    eigenvector `∝ cos(πk(i + ½)/n)` of the path graph's Laplacian with eigenvalue
+    `4 sin²(πk/2n)`: `C x` analyses, `Cᵀ c` synthesises."""
+    k = np.arange(n)[:, None]
+    c = np.sqrt(2.0 / n) * np.cos(np.pi * k * (np.arange(n)[None, :] + 0.5) / n)
+    c[0] /= np.sqrt(2.0)
+    c.setflags(write=False)
+    return c
 
 
 class GMRFPrior(AbstractPrior):
@@ -119,6 +133,24 @@ class GMRFPrior(AbstractPrior):
             )
         d = value.reshape(ny, nx) - self.mean.astype(value.dtype)
         return gmrf_log_density(d, self.tau, self.kappa)
+
+    def sample(self, key: PRNGKeyArray) -> Float[Array, "ny nx"]:
+        """A draw from the field: `x = μ + Cyᵀ (a ⊙ ζ) Cx`, `ζ ~ N(0, I)`,
+        `a_jk = (τ (κ² + λ_jk))^{-1/2}` and `C` the orthonormal DCT-II matrices
+        (the Laplacian's eigenbasis), so `cov(x) = Q⁻¹` exactly.
+
+        **Arguments:** `key`, a `jax.random` key.
+
+        **Returns:** the pixels, `(ny, nx)`.
+        """
+        ny, nx = self.shape
+        dtype = self.mean.dtype
+        lam = jnp.asarray(laplacian_eigenvalues(ny, nx), dtype)
+        amp = 1.0 / jnp.sqrt(self.tau * (self.kappa**2 + lam))
+        zeta = jax.random.normal(key, (ny, nx), dtype)
+        cy = jnp.asarray(dct2_matrix(ny), dtype)
+        cx = jnp.asarray(dct2_matrix(nx), dtype)
+        return self.mean + cy.T @ (amp * zeta) @ cx
 
 
 def gmrf_log_density(

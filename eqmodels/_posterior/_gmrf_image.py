@@ -2,8 +2,6 @@
 hyperparameters (the marginal scale σ and the correlation length ρ) are parameters
 of the model, in the centred or the non-centred parametrisation."""
 
-import functools
-
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
@@ -18,7 +16,7 @@ from .._validation import (
     is_concrete,
     resolve_float_dtype,
 )
-from ._gmrf import laplacian_eigenvalues
+from ._gmrf import dct2_matrix, laplacian_eigenvalues
 
 
 class FrozenArray:
@@ -46,18 +44,6 @@ class FrozenArray:
 
     def __repr__(self) -> str:
         return f"FrozenArray(shape={self.value.shape})"
-
-
-@functools.lru_cache(maxsize=32)
-def dct2_matrix(n: int) -> np.ndarray:
-    """The orthonormal DCT-II matrix `C` (`(n, n)`, read-only), row `k` the
-    eigenvector `∝ cos(πk(i + ½)/n)` of the path graph's Laplacian with eigenvalue
-    `4 sin²(πk/2n)`: `C x` analyses, `Cᵀ c` synthesises."""
-    k = np.arange(n)[:, None]
-    c = np.sqrt(2.0 / n) * np.cos(np.pi * k * (np.arange(n)[None, :] + 0.5) / n)
-    c[0] /= np.sqrt(2.0)
-    c.setflags(write=False)
-    return c
 
 
 def gmrf_tau_kappa(

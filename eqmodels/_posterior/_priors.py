@@ -3,11 +3,11 @@ density."""
 
 import abc
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import equinox as eqx
 import jax.numpy as jnp
-from jaxtyping import Array, Float, PyTree, Scalar
+from jaxtyping import Array, Float, PRNGKeyArray, PyTree, Scalar
 
 
 SUPPORTS = ("real", "positive")
@@ -25,7 +25,9 @@ class AbstractPrior(eqx.Module):
     - `support`: `"real"` (the leaf is sampled as it is) or `"positive"` (the
       posterior samples `z = ln θ` and adds the log-Jacobian `Σ z`);
     - `log_density(value)`: the normalised log density of the leaf's value
-      (in the model's own coordinates, `θ`, not `z`).
+      (in the model's own coordinates, `θ`, not `z`);
+    - optionally `sample(key) -> value`, a draw of the leaf's value from the prior
+      (what [`eqmodels.evidence`][] starts nested sampling from).
 
     Subclass it for a prior of your own.
     """
@@ -57,6 +59,7 @@ class ParameterPrior(AbstractPrior):
     where: Callable = eqx.field(static=True)
     log_prob: Callable = eqx.field(static=True)
     support: Literal["real", "positive"] = eqx.field(static=True)
+    sampler: Callable | None = eqx.field(static=True)
 
     def __init__(
         self,
@@ -64,6 +67,7 @@ class ParameterPrior(AbstractPrior):
         log_prob: Callable[[Float[Array, "..."]], Scalar],
         *,
         support: str = "real",
+        sampler: Callable[[Any], PyTree[Float[Array, "..."]]] | None = None,
     ):
         """**Arguments:**
 
@@ -73,6 +77,9 @@ class ParameterPrior(AbstractPrior):
         - `log_prob`: `log_prob(value) -> scalar`, the normalised log density of
           the whole leaf (sum over its elements for independent ones).
         - `support`: `"real"` or `"positive"` (sampled through `z = ln θ`).
+        - `sampler`: optional, `sampler(key) -> value`, a draw from the same
+          distribution (e.g. `lambda k: dist.sample(k, shape)`); needed by
+          [`eqmodels.evidence`][] unless it is given `initial=` draws.
         """
         if not callable(where):
             raise TypeError(
@@ -85,9 +92,30 @@ class ParameterPrior(AbstractPrior):
                 f"log density (e.g. `dist.log_prob(x).sum()`), got {log_prob!r}."
             )
         check_support(support)
+        if sampler is not None and not callable(sampler):
+            raise TypeError(
+                "`sampler` must be a function of a `jax.random` key returning a "
+                f"draw of the leaf (e.g. `lambda k: dist.sample(k)`), got {sampler!r}."
+            )
         self.where = where
         self.log_prob = log_prob
         self.support = support
+        self.sampler = sampler
+
+    def sample(self, key: PRNGKeyArray) -> PyTree[Float[Array, "..."]]:
+        """A draw of the leaf from the prior: `sampler(key)`.
+
+        **Arguments:** `key`, a `jax.random` key.
+
+        **Returns:** a value of the leaf's shape (the tuple, for a joint prior).
+        """
+        if self.sampler is None:
+            raise NotImplementedError(
+                "this ParameterPrior was built without `sampler=`: give "
+                "`ParameterPrior(where, log_prob, sampler=lambda key: ...)` (a draw "
+                "from the same distribution) to draw from it."
+            )
+        return self.sampler(key)
 
     def log_density(self, value: PyTree[Float[Array, "..."]]) -> Scalar:
         """**Arguments:** `value`, the leaf `where(model)` selects (or the tuple
