@@ -144,3 +144,46 @@ def test_chains_spread_over_a_mesh():
         em.sample(problem.posterior, mesh=mesh, key=jax.random.key(0), num_chains=6)
     with pytest.raises(ValueError, match="no axis named"):
         em.sample(problem.posterior, mesh=mesh, axis_name="rows", key=jax.random.key(0))
+
+
+MULTIHOST_SETTINGS = dict(num_warmup=60, num_samples=40, num_chains=4)
+
+
+@pytest.mark.slow
+def test_chains_spread_over_two_processes(tmp_path):
+    """Two `jax.distributed` processes (two virtual CPU devices each, gloo), one
+    4-device mesh across them: each process runs two of the four chains, and the
+    gathered draws are the single-process, unsharded run's (same keys; up to the
+    rounding that NUTS amplifies, as on one host)."""
+    import pathlib
+    import socket
+    import subprocess
+    import sys
+
+    worker = pathlib.Path(__file__).resolve().parent / "multihost" / "sample_worker.py"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "result"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(worker), str(pid), str(port), str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for pid in (0, 1)
+    ]
+    logs = []
+    try:
+        for p in procs:
+            logs.append(p.communicate(timeout=300)[0])
+    finally:
+        for p in procs:
+            p.kill()
+    assert all(p.returncode == 0 for p in procs), "\n".join(logs)[-4000:]
+    got = [np.load(f"{out}.{pid}.npz") for pid in (0, 1)]
+    assert got[0]["local"].tolist() == [0, 1] and got[1]["local"].tolist() == [2, 3]
+    np.testing.assert_array_equal(got[0]["positions"], got[1]["positions"])
+    plain = em.sample(Problem().posterior, key=jax.random.key(3), **MULTIHOST_SETTINGS)
+    np.testing.assert_allclose(got[0]["positions"], plain.positions, rtol=0, atol=1e-6)

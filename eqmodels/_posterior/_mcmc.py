@@ -267,6 +267,9 @@ def _join(parts, count, place):
     def cat(key):
         if len(parts) == 1 and parts[0][key].shape[1] == count:
             return place(parts[0][key])
+        if any(not getattr(p[key], "is_fully_addressable", True) for p in parts):
+            # Chains on several processes: joined where they are.
+            return jnp.concatenate([p[key] for p in parts], axis=1)[:, :count]
         x = np.concatenate([np.asarray(p[key]) for p in parts], axis=1)
         return place(x[:, :count])
 

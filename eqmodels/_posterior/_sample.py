@@ -115,8 +115,12 @@ def sample(
       `jax.sharding.Mesh` with an axis `axis_name` whose size divides
       `num_chains`: the chains' starts and keys are sharded along it (the
       posterior replicated), and the compiled programs run each device's
-      chains there (the mesh's axes are used as automatic ones). Default: no
-      sharding.
+      chains there (the mesh's axes are used as automatic ones). The mesh may
+      span the processes of a `jax.distributed` run (every process calls
+      `sample` with the same arguments; each runs its devices' chains; the
+      result's arrays are global: gather them with
+      `jax.experimental.multihost_utils.process_allgather`), without
+      `checkpoint`, `progress` or `callback`. Default: no sharding.
     - `checkpoint`: a folder (created) for the run's state: after warm-up and
       after every chunk, the chains' state, the adapted step sizes and mass
       matrices, the chains' keys and the chunk's draws are written to it
@@ -222,16 +226,35 @@ def sample(
         # axes (an explicit-axes mesh would need the samplers' code sharding-aware).
         auto = Mesh(mesh.devices, mesh.axis_names)
         spread = NamedSharding(auto, P(axis_name))
-        z0s, keys = jax.device_put((z0s, keys), spread)
 
         def place(x):
-            return jax.device_put(x, spread)
+            # Every process holds the same values; each places its devices'
+            # shards (a mesh over several `jax.distributed` processes too).
+            if isinstance(x, jax.Array) and not x.is_fully_addressable:
+                return x  # already spread (a result of the chains)
+            if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+                data = place(jax.random.key_data(x))
+                return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
+            host = np.asarray(x)
+            return jax.make_array_from_callback(
+                host.shape, spread, lambda index: host[index]
+            )
+
+        z0s, keys = place(z0s), place(keys)
 
     num_samples = int(num_samples)
     if checkpoint_every is None:
         chunked = checkpoint is not None or progress or callback is not None
         checkpoint_every = -(-num_samples // 10) if chunked else num_samples
     folder = None
+    if jax.process_count() > 1 and (
+        checkpoint is not None or progress or callback is not None
+    ):
+        raise ValueError(
+            "`checkpoint`, `progress` and `callback` are not available in a "
+            "multi-process run (they read every chain's draws on one host): run "
+            "without them (the chains run as one program across the processes)."
+        )
     if checkpoint is not None:
         # Before anything runs: what cannot be fingerprinted is refused now.
         try:

@@ -1,0 +1,60 @@
+"""One process of the 2-process `jax.distributed` run of
+tests/test_posterior_sample.py's multi-host test.
+
+Usage: `python sample_worker.py PROCESS_ID PORT OUT` (two processes on 127.0.0.1,
+two virtual CPU devices each, gloo collectives). Samples the linear-Gaussian
+posterior of tests/test_posterior.py with 4 NUTS chains on a 4-device mesh that
+spans both processes (each process runs two chains), gathers the draws to every
+process and writes them to `OUT.<pid>.npz`.
+"""
+
+import os
+import pathlib
+import sys
+
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+os.environ["JAX_PLATFORMS"] = "cpu"
+
+import jax  # noqa: E402
+
+
+def main():
+    pid, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_num_cpu_devices", 2)
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        coordinator_address=f"127.0.0.1:{port}",
+        num_processes=2,
+        process_id=pid,
+        initialization_timeout=120,
+        heartbeat_timeout_seconds=600,
+    )
+    import numpy as np
+    from jax.experimental import multihost_utils
+    from jax.sharding import Mesh
+
+    import eqmodels as em
+    from tests.test_posterior import Problem
+    from tests.test_posterior_sample import MULTIHOST_SETTINGS
+
+    assert jax.device_count() == 4 and jax.local_device_count() == 2
+    devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
+    mesh = Mesh(np.array(devices), ("chains",))
+    res = em.sample(
+        Problem().posterior, mesh=mesh, key=jax.random.key(3), **MULTIHOST_SETTINGS
+    )
+    local = sorted(
+        {int(s.index[0].start or 0) for s in res.positions.addressable_shards}
+    )
+    positions = multihost_utils.process_allgather(res.positions, tiled=True)
+    np.savez(
+        f"{out}.{pid}.npz", positions=np.asarray(positions), local=np.asarray(local)
+    )
+    jax.distributed.shutdown()
+
+
+if __name__ == "__main__":
+    main()
