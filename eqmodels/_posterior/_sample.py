@@ -1,6 +1,8 @@
 """`sample`: NUTS with window adaptation (blackjax) over a `Posterior`, chains
 vmapped; `Samples`, what it returns."""
 
+from collections.abc import Callable
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -11,9 +13,10 @@ from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 from .._sharding._mesh import check_mesh
 from ._diagnostics import ess, split_rhat
 from ._posterior import Posterior
+from ._vi import check_vi_args, sample_vi, VI_METHODS
 
 
-METHODS = ("nuts",)
+METHODS = ("nuts", *VI_METHODS)
 
 
 class Samples(eqx.Module):
@@ -28,7 +31,16 @@ class Samples(eqx.Module):
       at each draw, `(chains, samples)`.
     - `stats`: `acceptance_rate`, `is_divergent`, `num_integration_steps`
       (each `(chains, samples)`), and the adapted `step_size` `(chains,)` and
-      `inverse_mass_matrix` `(chains, n)`.
+      `inverse_mass_matrix` `(chains, n)`. For `method="meanfield"`: `elbo`
+      `(chains, num_steps)` (the ELBO estimate at each step), the fitted
+      Gaussian's `mean` and `scale` (its standard deviations) `(chains, n)`,
+      and `log_q` `(chains, samples)` (its log density at the draws). For
+      `method="pathfinder"`: `elbo` `(chains,)` (of the approximation drawn
+      from), `elbo_path` `(chains, num_steps + 1)` (at each point of the
+      L-BFGS path, `-inf` past its end), `num_iterations` and
+      `best_iteration` `(chains,)`, the approximation's `mean` and `scale`
+      (the square root of its covariance's diagonal) `(chains, n)`, and
+      `log_q` `(chains, samples)`.
     """
 
     draws: PyTree
@@ -38,7 +50,12 @@ class Samples(eqx.Module):
 
     @property
     def divergences(self) -> Int[Array, " chains"]:
-        """The number of divergent transitions of each chain."""
+        """The number of divergent transitions of each chain (NUTS)."""
+        if "is_divergent" not in self.stats:
+            raise ValueError(
+                "these draws are from variational inference (no transitions, no "
+                "divergences): compare `stats['elbo']` across chains instead."
+            )
         return jnp.sum(self.stats["is_divergent"], axis=1)
 
     def rhat(self) -> np.ndarray:
@@ -66,6 +83,10 @@ def sample(
     target_acceptance_rate: float = 0.8,
     mesh: Mesh | None = None,
     axis_name: str = "chains",
+    num_steps: int | None = None,
+    learning_rate: float | Callable | None = None,
+    num_mc: int | None = None,
+    history_size: int | None = None,
 ) -> Samples:
     """Draw from a [`eqmodels.Posterior`][] with NUTS (blackjax's `nuts`, with
     `window_adaptation` of the step size and a diagonal mass matrix), the chains
@@ -80,7 +101,8 @@ def sample(
       starts at it plus a uniform jitter in `[−jitter, jitter]` on every
       unconstrained coordinate.
     - `key`: a `jax.random.key`.
-    - `method`: `"nuts"` (the only one).
+    - `method`: `"nuts"`, or variational inference: `"meanfield"` (mean-field
+      Gaussian VI) or `"pathfinder"` (Pathfinder; both below).
     - `num_warmup`: adaptation steps (discarded); `num_samples`: draws kept per
       chain; `num_chains`: independent chains.
     - `jitter`: the half-width of the starting jitter (0: all chains start at
@@ -93,8 +115,55 @@ def sample(
       chains there (the mesh's axes are used as automatic ones). Default: no
       sharding.
 
+    Variational inference (`method="meanfield"` or `"pathfinder"`, see
+    [Variational inference](posteriors.md#variational-inference)): each chain
+    fits its own Gaussian approximation from its start and draws `num_samples`
+    independent draws from it; `num_warmup`, `target_acceptance_rate`, `mesh`
+    and `axis_name` are NUTS's and refused there. Their arguments (refused by
+    the other methods; `None`: the default):
+
+    - `num_steps`: Adam steps (meanfield, default 2000) or the most L-BFGS
+      iterations (pathfinder, default 100).
+    - `learning_rate` (meanfield): Adam's initial step size, decayed to 0 over
+      `num_steps` (cosine; default 0.02), or an optax schedule `step -> rate`
+      used as it is.
+    - `num_mc`: the draws of each ELBO estimate (meanfield: per gradient step,
+      default 10; pathfinder: per point of the path, default 100).
+    - `history_size` (pathfinder): the L-BFGS history (default 10).
+
     **Returns:** [`eqmodels.Samples`][] (draws, log densities, statistics).
     """
+    vi_options = check_vi_args(
+        method,
+        dict(
+            num_steps=num_steps,
+            learning_rate=learning_rate,
+            num_mc=num_mc,
+            history_size=history_size,
+        ),
+        dict(
+            num_warmup=num_warmup,
+            target_acceptance_rate=target_acceptance_rate,
+            mesh=mesh,
+            axis_name=axis_name,
+        ),
+        sample,
+    )
+    if method in VI_METHODS:
+        positions, logdens, stats = sample_vi(
+            posterior,
+            init,
+            key=key,
+            method=method,
+            num_samples=num_samples,
+            num_chains=num_chains,
+            jitter=jitter,
+            options=vi_options,
+        )
+        draws = eqx.filter_vmap(eqx.filter_vmap(posterior.from_unconstrained))(
+            positions
+        )
+        return Samples(draws, positions, logdens, stats)
     try:
         import blackjax
     except ImportError as e:
