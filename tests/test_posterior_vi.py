@@ -200,8 +200,9 @@ def test_meanfield_recovers_the_exact_mean_and_the_meanfield_variances():
     # 16 t-scores with 15 degrees of freedom each: |t| > 5 has p ≈ 2e-4.
     assert np.abs(t_mean).max() < 5 and np.sqrt(np.mean(t_mean**2)) < 2
     assert np.abs(t_scale).max() < 5 and np.sqrt(np.mean(t_scale**2)) < 2
-    # Far below the posterior's own σ (a tenth of it), and scales within 3%.
-    assert np.abs(st["mean"] - mean).max() < 0.1 * mf_scale.min()
+    # One fit's optimisation noise (the defaults: 2000 Adam steps of 10-draw
+    # gradients) is small against the posterior's σ; its scales are within 3%.
+    assert np.all(np.abs(st["mean"] - mean) < 0.25 * np.sqrt(np.diag(cov)))
     assert np.abs(st["scale"] / mf_scale - 1).max() < 0.03
     # ... which are not the posterior's marginal σ (mean-field underestimates).
     assert np.all(mf_scale < 0.9 * np.sqrt(np.diag(cov)))

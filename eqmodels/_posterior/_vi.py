@@ -129,6 +129,13 @@ def sample_vi(
         k_init, (num_chains, z0.shape[0]), z0.dtype, -1.0, 1.0
     )
     keys = jax.random.split(k_run, num_chains)
+    # blackjax's Gaussian samplers broadcast `(n,)` against `(draws, n)`: allowed
+    # here whatever the caller's `jax_numpy_rank_promotion`.
+    with jax.numpy_rank_promotion("allow"):
+        return _run_vi(posterior, z0s, keys, blackjax, method, num_samples, options)
+
+
+def _run_vi(posterior, z0s, keys, blackjax, method, num_samples, options):
     if method == "meanfield":
         lr = options["learning_rate"]
         return _meanfield(
