@@ -44,7 +44,9 @@ def timed(f):
     t0 = time.perf_counter()
     out = f()
     jax.block_until_ready(out.positions)
-    return out, time.perf_counter() - t0
+    dt = time.perf_counter() - t0
+    print(f"  ran in {dt:.1f} s", flush=True)
+    return out, dt
 
 
 def main():
@@ -94,7 +96,7 @@ def main():
     )
     head = (
         "| pixel | m | σ | NUTS z(mean) | NUTS z(var) | MF t(mean) | "
-        "MF s·√P_ii | MF t(ln s) | PF |err|/σ (max of 4) | PF s/σ (range) |"
+        "MF s·√P_ii | MF t(ln s) | PF abs. err/σ (max of 4) | PF s/σ (range) |"
     )
     print(head)
     print("|" + "---|" * 11)

@@ -326,7 +326,7 @@ def test_pathfinder_on_the_linear_gaussian_problem():
     low-rank-plus-diagonal inverse Hessian at the best point of the path (an
     approximation: its scales are not the posterior's). Its draws follow the
     Gaussian it reports (numpy), its ELBO is below ln Z, and its mean is near
-    the exact one (within a third of the posterior's σ)."""
+    the exact one (within 0.15 of the posterior's σ)."""
     problem = Problem()
     mean, cov, prec = problem.exact()
     log_z = log_evidence(problem)
@@ -353,7 +353,7 @@ def test_pathfinder_on_the_linear_gaussian_problem():
         f"[{(st['scale'] / sd).min():.3f}, {(st['scale'] / sd).max():.3f}]; "
         f"ELBO {st['elbo'].round(3)} (ln Z {log_z:.3f})"
     )
-    assert err.max() < 1 / 3
+    assert err.max() < 0.15
     x = np.asarray(res.positions)
     z = (x.mean(axis=1) - st["mean"]) / (st["scale"] / np.sqrt(draws))
     assert np.abs(z).max() < 4.5

@@ -211,52 +211,58 @@ def _pathfinder(
     history_size: int,
     num_samples: int,
 ):
-    bfgs_sample = blackjax.optimizers.lbfgs.bfgs_sample
+    # Pathfinder (Zhang et al. 2022, Alg. 1) from blackjax's public pieces: the
+    # L-BFGS path (`minimize_lbfgs`), the inverse-Hessian factors at each point
+    # (`lbfgs_inverse_hessian_factors`) and BFGS-sample. Chains and path points
+    # run one after another (`lax.map`; the log densities of a point's draws
+    # vmapped): batched LU and QR kernels running side by side deadlocked
+    # jaxlib's CPU thread pool (blackjax's `pathfinder.approximate`, vmapped over
+    # the path, vmapped over chains, on 2 cores: every pool thread waiting).
+    lbfgs = blackjax.optimizers.lbfgs
     logdensity = posterior.log_density_unconstrained
+    m = history_size
 
     def approximation(k, pos, grad, alpha, beta, gamma, n):
-        # blackjax's path holds the gradient of −ln p; BFGS-sample (Zhang et al.
-        # 2022, Alg. 4) centres the Gaussian at θ + H ∇ln p, so the gradient is
-        # given negated (blackjax 1.7.1 passes ∇(−ln p): its mean is θ − H ∇ln p,
-        # a Newton step away from the mode).
-        return bfgs_sample(k, n, pos, -grad, alpha, beta, gamma)
+        # `grad` is the gradient of −ln p; BFGS-sample centres the Gaussian at
+        # θ + H ∇ln p, so it is given negated (blackjax 1.7.1's `approximate`
+        # passes ∇(−ln p): a Newton step away from the mode).
+        return lbfgs.bfgs_sample(k, n, pos, -grad, alpha, beta, gamma)
 
-    def chain(z0, key):
-        k_path, k_elbo, k_draw = jax.random.split(key, 3)
-        _, info = blackjax.vi.pathfinder.approximate(
-            k_path, logdensity, z0, 1, maxiter=num_steps, maxcor=history_size
+    def chain(args):
+        z0, key = args
+        k_elbo, k_draw = jax.random.split(key)
+        _, hist = lbfgs.minimize_lbfgs(
+            lambda z: -logdensity(z), z0, maxiter=num_steps, maxcor=m
         )
-        path = info.path
-        length = path.position.shape[0]
+        length = hist.x.shape[0]
         # Every L-BFGS step moves the point; after the stop the path repeats it.
-        moved = jnp.any(jnp.diff(path.position, axis=0) != 0, axis=1)
-        num_iter = jnp.sum(moved)
+        num_iter = jnp.sum(jnp.any(jnp.diff(hist.x, axis=0) != 0, axis=1))
+        keep = hist.update_mask[1:]
+        s = jnp.where(keep, jnp.diff(hist.x, axis=0), 0.0)
+        z = jnp.where(keep, jnp.diff(hist.g, axis=0), 0.0)
+        s = jnp.pad(s, ((m, 0), (0, 0)))
+        z = jnp.pad(z, ((m, 0), (0, 0)))
 
-        def elbo_at(k, pos, grad, alpha, beta, gamma):
-            phi, logq = approximation(k, pos, grad, alpha, beta, gamma, num_mc)
+        def factors(i):
+            window = i + jnp.arange(m)
+            return lbfgs.lbfgs_inverse_hessian_factors(
+                s[window].T, z[window].T, hist.alpha[i]
+            )
+
+        def elbo_at(args):
+            i, k = args
+            beta, gamma = factors(i)
+            phi, logq = approximation(
+                k, hist.x[i], hist.g[i], hist.alpha[i], beta, gamma, num_mc
+            )
             return jnp.mean(jax.vmap(logdensity)(phi) - logq)
 
-        elbo = jax.vmap(elbo_at)(
-            jax.random.split(k_elbo, length),
-            path.position,
-            path.grad_position,
-            path.alpha,
-            path.beta,
-            path.gamma,
-        )
-        valid = (jnp.arange(length) <= num_iter) & jnp.isfinite(elbo)
-        elbo = jnp.where(valid, elbo, -jnp.inf)
+        idx = jnp.arange(length)
+        elbo = jax.lax.map(elbo_at, (idx, jax.random.split(k_elbo, length)))
+        elbo = jnp.where((idx <= num_iter) & jnp.isfinite(elbo), elbo, -jnp.inf)
         best = jnp.argmax(elbo)
-        pos, grad, alpha, beta, gamma = (
-            x[best]
-            for x in (
-                path.position,
-                path.grad_position,
-                path.alpha,
-                path.beta,
-                path.gamma,
-            )
-        )
+        pos, grad, alpha = hist.x[best], hist.g[best], hist.alpha[best]
+        beta, gamma = factors(best)
         draws, logq = approximation(k_draw, pos, grad, alpha, beta, gamma, num_samples)
         logp = jax.vmap(logdensity)(draws)
         # The Gaussian's mean θ + H ∇ln p and the diagonal of H = diag(α) + βγβᵀ.
@@ -264,8 +270,8 @@ def _pathfinder(
         var = alpha + jnp.einsum("ij,jk,ik->i", beta, gamma, beta)
         return draws, logp, logq, elbo[best], elbo, num_iter, best, mean, var
 
-    pos, lp, logq, elbo, elbo_path, num_iter, best, mean, var = jax.vmap(chain)(
-        z0s, keys
+    pos, lp, logq, elbo, elbo_path, num_iter, best, mean, var = jax.lax.map(
+        chain, (z0s, keys)
     )
     stats = {
         "elbo": elbo,
