@@ -54,8 +54,9 @@ def check_vi_args(method: str, given: dict, nuts_given: dict, sample: Callable) 
                 f"{' or '.join(repr(m) for m in VI_ARGS[k])}, not of "
                 f"method={method!r}: leave it out."
             )
+    params = inspect.signature(sample).parameters
     for k in NUTS_ARGS:
-        v, d = nuts_given[k], inspect.signature(sample).parameters[k].default
+        v, d = nuts_given[k], params[k].default
         if not (v is d or (isinstance(v, int | float | str) and v == d)):
             raise ValueError(
                 f"`{k}` is NUTS's (method='nuts'); method={method!r} has no "
