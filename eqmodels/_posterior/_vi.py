@@ -1,6 +1,7 @@
 """Variational inference for `sample`: mean-field Gaussian VI (blackjax's
 `meanfield_vi` with Adam) and Pathfinder (blackjax's L-BFGS path and BFGS-sample),
-in a `Posterior`'s flat unconstrained coordinates, the chains vmapped."""
+in a `Posterior`'s flat unconstrained coordinates; mean-field's chains vmapped,
+Pathfinder's fitted one after another."""
 
 import inspect
 from collections.abc import Callable
