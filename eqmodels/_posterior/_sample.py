@@ -20,9 +20,10 @@ from ._checkpoint import open_sample_folder
 from ._diagnostics import ess, split_rhat
 from ._mcmc import run_chains
 from ._posterior import Posterior
+from ._vi import check_vi_args, sample_vi, VI_METHODS
 
 
-METHODS = ("nuts", "hmc")
+METHODS = ("nuts", "hmc", *VI_METHODS)
 
 
 class Samples(eqx.Module):
@@ -37,7 +38,17 @@ class Samples(eqx.Module):
       at each draw, `(chains, samples)`.
     - `stats`: `acceptance_rate`, `is_divergent`, `num_integration_steps`
       (each `(chains, samples)`; HMC's is its fixed number), and the adapted
-      `step_size` `(chains,)` and `inverse_mass_matrix` `(chains, n)`.
+      `step_size` `(chains,)` and `inverse_mass_matrix` `(chains, n)`. For
+      `method="meanfield"`: `elbo`
+      `(chains, num_steps)` (the ELBO estimate at each step), the fitted
+      Gaussian's `mean` and `scale` (its standard deviations) `(chains, n)`,
+      and `log_q` `(chains, samples)` (its log density at the draws). For
+      `method="pathfinder"`: `elbo` `(chains,)` (of the approximation drawn
+      from), `elbo_path` `(chains, num_steps + 1)` (at each point of the
+      L-BFGS path, `-inf` past its end), `num_iterations` and
+      `best_iteration` `(chains,)`, the approximation's `mean` and `scale`
+      (the square root of its covariance's diagonal) `(chains, n)`, and
+      `log_q` `(chains, samples)`.
     """
 
     draws: PyTree
@@ -48,6 +59,11 @@ class Samples(eqx.Module):
     @property
     def divergences(self) -> Int[Array, " chains"]:
         """The number of divergent transitions of each chain (NUTS, HMC)."""
+        if "is_divergent" not in self.stats:
+            raise ValueError(
+                "these draws are from variational inference (no transitions, no "
+                "divergences): compare `stats['elbo']` across chains instead."
+            )
         return jnp.sum(self.stats["is_divergent"], axis=1)
 
     def rhat(self) -> np.ndarray:
@@ -80,6 +96,10 @@ def sample(
     checkpoint_every: int | None = None,
     progress: bool = False,
     callback: Callable[[int, Samples], None] | None = None,
+    num_steps: int | None = None,
+    learning_rate: float | Callable | None = None,
+    num_mc: int | None = None,
+    history_size: int | None = None,
 ) -> Samples:
     """Draw from a [`eqmodels.Posterior`][] with NUTS or HMC (blackjax's `nuts` or
     `hmc`, with `window_adaptation` of the step size and a diagonal mass matrix),
@@ -102,8 +122,10 @@ def sample(
       starts at it plus a uniform jitter in `[−jitter, jitter]` on every
       unconstrained coordinate.
     - `key`: a `jax.random.key`.
-    - `method`: `"nuts"` (the No-U-Turn sampler) or `"hmc"` (Hamiltonian Monte
-      Carlo with `num_integration_steps` leapfrog steps per draw).
+    - `method`: `"nuts"` (the No-U-Turn sampler), `"hmc"` (Hamiltonian Monte
+      Carlo with `num_integration_steps` leapfrog steps per draw), or
+      variational inference: `"meanfield"` (mean-field Gaussian VI) or
+      `"pathfinder"` (Pathfinder; both below).
     - `num_warmup`: adaptation steps (discarded); `num_samples`: draws kept per
       chain; `num_chains`: independent chains.
     - `jitter`: the half-width of the starting jitter (0: all chains start at
@@ -143,8 +165,62 @@ def sample(
       call, with the [`eqmodels.Samples`][] of the `done` draws so far (to
       watch R̂ grow better; raising from it stops the run, its checkpoint kept).
 
+    Variational inference (`method="meanfield"` or `"pathfinder"`, see
+    [Variational inference](posteriors.md#variational-inference)): each chain
+    fits its own Gaussian approximation from its start and draws `num_samples`
+    independent draws from it; `num_warmup`, `target_acceptance_rate`,
+    `num_integration_steps`, `mesh`, `axis_name`, `checkpoint`,
+    `checkpoint_every`, `progress` and `callback` are the samplers' and refused
+    there. Their arguments (refused by
+    the other methods; `None`: the default):
+
+    - `num_steps`: Adam steps (meanfield, default 2000) or the most L-BFGS
+      iterations (pathfinder, default 100).
+    - `learning_rate` (meanfield): Adam's initial step size, decayed to 0 over
+      `num_steps` (cosine; default 0.02), or an optax schedule `step -> rate`
+      used as it is.
+    - `num_mc`: the draws of each ELBO estimate (meanfield: per gradient step,
+      default 10; pathfinder: per point of the path, default 100).
+    - `history_size` (pathfinder): the L-BFGS history (default 10).
+
     **Returns:** [`eqmodels.Samples`][] (draws, log densities, statistics).
     """
+    vi_options = check_vi_args(
+        method,
+        dict(
+            num_steps=num_steps,
+            learning_rate=learning_rate,
+            num_mc=num_mc,
+            history_size=history_size,
+        ),
+        dict(
+            num_warmup=num_warmup,
+            target_acceptance_rate=target_acceptance_rate,
+            mesh=mesh,
+            axis_name=axis_name,
+            num_integration_steps=num_integration_steps,
+            checkpoint=checkpoint,
+            checkpoint_every=checkpoint_every,
+            progress=progress,
+            callback=callback,
+        ),
+        sample,
+    )
+    if method in VI_METHODS:
+        positions, logdens, stats = sample_vi(
+            posterior,
+            init,
+            key=key,
+            method=method,
+            num_samples=num_samples,
+            num_chains=num_chains,
+            jitter=jitter,
+            options=vi_options,
+        )
+        draws = eqx.filter_vmap(eqx.filter_vmap(posterior.from_unconstrained))(
+            positions
+        )
+        return Samples(draws, positions, logdens, stats)
     try:
         import blackjax
     except ImportError as e:
