@@ -56,7 +56,7 @@ def _trapezoid_jn(n_max: int, z: np.ndarray) -> np.ndarray:
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _taylor_table(order: int) -> np.ndarray:
     """`J_m^{(k)}(c_i) / k!` for `m = 0..order`, the interval centres `c_i` and
     `k = 0.._DEGREE`: shape `(order + 1, _INTERVALS, _DEGREE + 1)`, float64."""
