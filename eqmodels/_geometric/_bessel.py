@@ -15,7 +15,8 @@
   is a table look-up and 18 multiply-adds per value (tested below 2e-14 of
   `scipy.special.jv`);
 - `|z| > 400`: Hankel's asymptotic expansion (24 terms each of `P` and `Q`),
-  below 1e-14 there for `m ≤ 20`.
+  below 1e-14 there for `m ≤ 20`; computed only when some argument of the call
+  needs it (`lax.cond`; under `vmap` over the arguments both branches run).
 
 Both are smooth in `z` (the Taylor pieces join within their error), and the
 derivative is given by `J_m' = (J_{m−1} − J_{m+1})/2` (a custom JVP), so it is as
@@ -136,8 +137,22 @@ def _evaluate(order: int, z):
     for k in reversed(range(_DEGREE)):
         near = near * t[0][:, None] + coef[..., k]
     near = near.T
-    # Far arguments: `J_m(−z) = (−1)^m J_m(z)`; the series at |z| (safe where small).
-    zl = jnp.where(small, _SWITCH + 1.0, az)
+    # |z| > 400: Hankel's expansion, only computed when some argument needs it (a
+    # batch-level branch; under `vmap` with a batched argument both branches run).
+    far = jax.lax.cond(
+        jnp.any(~small),
+        lambda: _hankel(order, jnp.where(small, _SWITCH + 1.0, az), dtype),
+        lambda: jnp.zeros((order + 1, z.shape[1]), dtype),
+    )
+    out = jnp.where(small, near, far)
+    out = jnp.where(z < 0, np.asarray((-1.0) ** m, dtype) * out, out).astype(dtype)
+    return out.reshape((order + 1, *shape))
+
+
+def _hankel(order: int, zl, dtype):
+    """Hankel's asymptotic expansion of `J_0 ... J_order` at `zl > 400`, shape
+    `(1, n)` → `(order + 1, n)`."""
+    m = np.arange(order + 1).reshape(-1, 1)
     # The series in t = 400/|z| ≤ 1, with coefficients a_k / 400^k (small: no
     # overflow in float32, where a_k alone exceeds its range).
     t = _SWITCH / zl
@@ -146,8 +161,8 @@ def _evaluate(order: int, z):
     sign = (-1.0) ** np.arange(_HANKEL_TERMS)
     p_coef = np.asarray(a[:, 0::2] * sign, dtype)  # (M+1, terms)
     q_coef = np.asarray(a[:, 1::2] * sign, dtype)
-    p = jnp.zeros((order + 1, z.shape[1]), dtype)
-    q = jnp.zeros((order + 1, z.shape[1]), dtype)
+    p = jnp.zeros((order + 1, zl.shape[1]), dtype)
+    q = jnp.zeros((order + 1, zl.shape[1]), dtype)
     for j in reversed(range(_HANKEL_TERMS)):  # Horner in t²
         p = p * t2 + p_coef[:, j : j + 1]
         q = q * t2 + q_coef[:, j : j + 1]
@@ -156,7 +171,4 @@ def _evaluate(order: int, z):
     cz, sz = jnp.cos(zl), jnp.sin(zl)
     cos_chi = cz * np.asarray(np.cos(phi), dtype) + sz * np.asarray(np.sin(phi), dtype)
     sin_chi = sz * np.asarray(np.cos(phi), dtype) - cz * np.asarray(np.sin(phi), dtype)
-    far = jnp.sqrt(2.0 / (np.pi * zl)) * (p * cos_chi - q * t * sin_chi)
-    out = jnp.where(small, near, far)
-    out = jnp.where(z < 0, np.asarray((-1.0) ** m, dtype) * out, out).astype(dtype)
-    return out.reshape((order + 1, *shape))
+    return jnp.sqrt(2.0 / (np.pi * zl)) * (p * cos_chi - q * t * sin_chi)
