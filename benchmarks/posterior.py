@@ -776,7 +776,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="fewer repeats and runs")
     ap.add_argument("--warmup", type=int, default=None, help="NUTS warm-up steps")
-    ap.add_argument("--draws", type=int, default=2000, help="NUTS draws per chain")
+    ap.add_argument(
+        "--draws", type=int, default=None, help="NUTS draws per chain (2000; 500 quick)"
+    )
     ap.add_argument("--skip", default="", help="comma list of parts to skip (a,b,c)")
     ap.add_argument(
         "--out", default=str(ROOT / "benchmarks" / "results" / "posterior.json")
@@ -789,7 +791,8 @@ def main():
     if args.child:
         return child(args)
     cfg = C.QUICK_TIMING if args.quick else C.FULL_TIMING
-    warmup = args.warmup or (500 if args.quick else 1000)
+    warmup = args.warmup or (300 if args.quick else 1000)
+    draws = args.draws or (500 if args.quick else 2000)
     skip = set(filter(None, args.skip.split(",")))
 
     import jax
@@ -822,7 +825,7 @@ def main():
         if spost is None:
             _, term = our_posterior(amp, grid)
             spost = sampling_posterior(term, grid)
-        record["b"] = part_b(spost, (1, 4), warmup, args.draws, not args.quick)
+        record["b"] = part_b(spost, (1, 4), warmup, draws, not args.quick)
         reports.append(record["b"]["report"])
     if "c" not in skip:
         if args.quick:
