@@ -747,7 +747,7 @@ def part_c(device_counts, chain_counts, warmup, draws):
                     f"{chains} × {n}",
                     f"{r['run_s']:.2f}",
                     f"{int(chains) * draws / r['run_s']:.0f}",
-                    f"{steps_per_s / 1e3:.0f}k",
+                    f"{steps_per_s:.0f}",
                     f"{r['ess_min'] / r['run_s']:.0f}",
                     f"{r['first_s'] - r['run_s']:.1f}",
                 ]
