@@ -201,8 +201,17 @@ class ShardedChi2(AbstractTermWrapper, AbstractSharded):
             pieces[device] = _as_piece(term, rows, live, n, slots, table)
         proto = next(iter(pieces.values()))
         specs = _row_specs(proto, axis_name)
-        leaves = [jax.tree_util.tree_leaves(piece) for piece in pieces.values()]
-        spec_leaves = jax.tree_util.tree_leaves(specs, is_leaf=lambda x: x is None)
+
+        # None leaves kept (an optional field of a term, e.g. a closure term's
+        # whitening when independent): one entry per spec, in the same order.
+        def is_none(x):
+            return x is None
+
+        leaves = [
+            jax.tree_util.tree_leaves(piece, is_leaf=is_none)
+            for piece in pieces.values()
+        ]
+        spec_leaves = jax.tree_util.tree_leaves(specs, is_leaf=is_none)
         devices = list(pieces)
         out = []
         for k, spec in enumerate(spec_leaves):
@@ -216,7 +225,9 @@ class ShardedChi2(AbstractTermWrapper, AbstractSharded):
             out.append(
                 jax.make_array_from_single_device_arrays(shape, sharding, arrays)
             )
-        term = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(proto), out)
+        term = jax.tree_util.tree_unflatten(
+            jax.tree_util.tree_structure(proto, is_leaf=is_none), out
+        )
         # Already padded and split: the constructor only places the replicated
         # leaves.
         return cls(term, mesh, axis_name)
