@@ -6,8 +6,7 @@ from jaxtyping import Array, Float
 
 from .._custom_types import RealLike
 from .._grid import ImageGrid
-from .._image._pol_common import clip_fraction
-from .._validation import is_concrete, scalar_leaf
+from .._image._pol_common import clip_fraction, fraction_leaves
 from ._base import AbstractGeometricModel
 from ._pol_base import AbstractPolGeometricModel
 
@@ -59,22 +58,7 @@ class Polarized(AbstractPolGeometricModel):
             )
         self.model = model
         dtype = model.dtype
-        self.frac = scalar_leaf("frac", frac, dtype)
-        self.evpa = scalar_leaf("evpa", evpa, dtype)
-        self.vfrac = scalar_leaf("vfrac", vfrac, dtype)
-        if is_concrete(self.frac) and is_concrete(self.vfrac):
-            m, v = float(self.frac), float(self.vfrac)
-            if m < 0:
-                raise ValueError(
-                    f"`frac` must be >= 0, got {m} (for the perpendicular direction "
-                    "add π/2 to `evpa`)."
-                )
-            if m * m + v * v > 1:
-                raise ValueError(
-                    f"`frac`² + `vfrac`² must be <= 1 (Q² + U² + V² <= I²), got "
-                    f"frac={m}, vfrac={v} (polarized fraction "
-                    f"{np.hypot(m, v):.4g})."
-                )
+        self.frac, self.evpa, self.vfrac = fraction_leaves(frac, evpa, vfrac, dtype)
 
     @property
     def grid(self) -> ImageGrid:  # type: ignore[override]

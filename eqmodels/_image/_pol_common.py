@@ -5,8 +5,30 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._grid import ImageGrid
-from .._validation import as_real, is_concrete
+from .._validation import as_real, is_concrete, scalar_leaf
 from ._pixel import PixelImage
+
+
+def fraction_leaves(frac, evpa, vfrac, dtype):
+    """`(frac, evpa, vfrac)` as scalar leaves of `dtype`, checked where concrete:
+    `frac ≥ 0` and `frac² + vfrac² ≤ 1` (a constant-polarization model's
+    fractions)."""
+    frac = scalar_leaf("frac", frac, dtype)
+    evpa = scalar_leaf("evpa", evpa, dtype)
+    vfrac = scalar_leaf("vfrac", vfrac, dtype)
+    if is_concrete(frac) and is_concrete(vfrac):
+        m, v = float(frac), float(vfrac)
+        if m < 0:
+            raise ValueError(
+                f"`frac` must be >= 0, got {m} (for the perpendicular direction "
+                "add π/2 to `evpa`)."
+            )
+        if m * m + v * v > 1:
+            raise ValueError(
+                f"`frac`² + `vfrac`² must be <= 1 (Q² + U² + V² <= I²), got "
+                f"frac={m}, vfrac={v} (polarized fraction {np.hypot(m, v):.4g})."
+            )
+    return frac, evpa, vfrac
 
 
 def clip_fraction(fq, fu, fv):

@@ -1,15 +1,13 @@
 """An elliptical Gaussian with uniform polarization."""
 
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Float
 
 from .._custom_types import RealLike
 from .._grid import ImageGrid
-from .._validation import is_concrete, scalar_leaf
 from ._gaussian import GaussianImage
 from ._pol_base import AbstractPolImageModel
-from ._pol_common import clip_fraction
+from ._pol_common import clip_fraction, fraction_leaves
 
 
 class PolGaussianImage(AbstractPolImageModel):
@@ -65,22 +63,7 @@ class PolGaussianImage(AbstractPolImageModel):
             dtype=dtype,
         )
         dtype = self.intensity.flux.dtype
-        self.frac = scalar_leaf("frac", frac, dtype)
-        self.evpa = scalar_leaf("evpa", evpa, dtype)
-        self.vfrac = scalar_leaf("vfrac", vfrac, dtype)
-        if is_concrete(self.frac) and is_concrete(self.vfrac):
-            m, v = float(self.frac), float(self.vfrac)
-            if m < 0:
-                raise ValueError(
-                    f"`frac` must be >= 0, got {m} (for the perpendicular direction "
-                    "add π/2 to `evpa`)."
-                )
-            if m * m + v * v > 1:
-                raise ValueError(
-                    f"`frac`² + `vfrac`² must be <= 1 (Q² + U² + V² <= I²), got "
-                    f"frac={m}, vfrac={v} (polarized fraction "
-                    f"{np.hypot(m, v):.4g})."
-                )
+        self.frac, self.evpa, self.vfrac = fraction_leaves(frac, evpa, vfrac, dtype)
 
     @property
     def grid(self) -> ImageGrid:
