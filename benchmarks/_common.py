@@ -264,11 +264,20 @@ def time_call(
 
 
 def time_interleaved(
-    fns: dict[str, Callable[[], Any]], config: TimingConfig = TimingConfig()
+    fns: dict[str, Callable[[], Any]],
+    config: TimingConfig = TimingConfig(),
+    *,
+    warm_cache: bool = False,
 ) -> dict[str, tuple[Timing, Any]]:
     """Time several callables round-robin (one call of each per round), so that
     drifting machine load affects them alike and their ratios stay fair; no
     callable finds its data still in cache from its own previous call.
+
+    With `warm_cache=True` each round calls each callable twice in a row and
+    times the second call: its data are in cache, as in a user's loop of calls to
+    one function, and as [`time_call`][] times a baseline (consecutive calls).
+    Without it, a small problem timed beside large ones (a dense matrix of tens
+    of MB) is timed with its data evicted by theirs.
 
     Each callable is warmed up (compiled) first. Rounds continue until every
     callable has `min_repeats` samples and the rounds took `min_time` seconds per
@@ -293,6 +302,8 @@ def time_interleaved(
         or time.perf_counter() - start < config.min_time * len(names)
     ):
         for name in names:
+            if warm_cache:
+                block(fns[name]())
             t0 = time.perf_counter()
             outs[name] = block(fns[name]())
             samples[name].append(time.perf_counter() - t0)

@@ -105,6 +105,30 @@ def test_image_multifreq_needs_two_bands():
         em.image_multifreq([DAY_100, DAY_100], spectral_weights={"l2_beta": 1.0})
 
 
+def test_band_scores_are_closure_score_with_the_chi2_scatter():
+    """Each band's scores are `closure_score`'s; the scatter is `√(2/N)` for the
+    closures' count `N`; `within` holds for an image against itself and fails for
+    a joint image far worse than the band's own."""
+    from eqmodels._recipe._multifreq import _band_scores
+
+    grid = em.ImageGrid.from_fov(32, 128.0)
+    ring = np.asarray(em.MRing(grid, 0.6, em.uas_to_rad(21.0))())
+    blob = np.asarray(em.GaussianImage(grid, 0.6, em.uas_to_rad(40.0))())
+    out = _band_scores(ring, blob, DAY_100, grid)
+    assert out["alone"] == em.closure_score(ring, [DAY_100], grid=grid)
+    assert out["joint"] == em.closure_score(blob, [DAY_100], grid=grid)
+    cp, lca = em.closure_phases, em.log_closure_amplitudes
+    data = em.add_fractional_noise(em.load_uvfits(DAY_100).scan_average(), 0.02)
+    n_cp = np.asarray(cp(data, uv_min=1e8).cphase).size
+    n_lca = np.asarray(lca(data.select_uvdist(uv_min=1e8)).logcamp).size
+    assert out["n"] == {"cphase": n_cp, "logcamp": n_lca}
+    assert out["scatter"]["cphase"] == pytest.approx(np.sqrt(2 / n_cp), rel=1e-15)
+    assert out["scatter"]["logcamp"] == pytest.approx(np.sqrt(2 / n_lca), rel=1e-15)
+    assert out["within"] == {"cphase": False, "logcamp": False}
+    same = _band_scores(ring, ring, DAY_100, grid)
+    assert same["within"] == {"cphase": True, "logcamp": True}
+
+
 @pytest.mark.slow
 def test_multifreq_cli_fast_two_2018_bands(shared_data, tmp_path):
     """b1 and b4 of 2018-04-21 (213 and 229 GHz): the image (finite, positive,
@@ -126,7 +150,8 @@ def test_multifreq_cli_fast_two_2018_bands(shared_data, tmp_path):
     assert joint and float(joint[2]) < float(joint[1]), proc.stdout[-2000:]
     scores = re.findall(
         r"\[joint\] (\S+) GHz closure χ² \(alone -> joint\): cphase (\S+) -> "
-        r"(\S+), logcamp (\S+) -> (\S+)",
+        r"(\S+), logcamp (\S+) -> (\S+) \(scatter √\(2/N\) \S+, \S+: "
+        r"(?:within|NOT within)\)",
         proc.stdout,
     )
     assert len(scores) == 2, proc.stdout[-2000:]  # one line per band, finite
@@ -146,3 +171,22 @@ def test_multifreq_cli_fast_two_2018_bands(shared_data, tmp_path):
     assert np.any(alpha != 0)
     assert fits.getheader(alpha_file)["BTYPE"] == "SPECTRAL INDEX"
     assert png.is_file() and png.stat().st_size > 1000
+
+
+@pytest.mark.slow
+def test_joint_round_within_each_bands_scatter_on_day_111(shared_data):
+    """Issue 40's real-data criterion on M87 2018-04-21, b1-b4, full recipe: the
+    joint model's closure χ² on each band is at most the band's own image's plus
+    the scatter `√(2/N)` of a reduced χ² of the band's `N` closures, and the sum
+    over the four bands is lower than the single-band images' own sum."""
+    paths = [str(shared_data / BAND.format(b)) for b in ("b1", "b2", "b3", "b4")]
+    with pytest.warns(UserWarning, match="not in the 2017 recipe's tables"):
+        _, report = em.image_multifreq(paths)
+    scores = report["closures"]
+    assert len(scores) == 4
+    for sc in scores:
+        for kind in ("cphase", "logcamp"):
+            assert sc["joint"][kind] <= sc["alone"][kind] + sc["scatter"][kind], sc
+        assert sc["within"] == {"cphase": True, "logcamp": True}
+    total = lambda which: sum(sc[which][k] for sc in scores for k in sc[which])  # noqa: E731
+    assert total("joint") < total("alone")

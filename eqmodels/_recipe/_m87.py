@@ -665,10 +665,18 @@ def closure_score(image, datasets, *, grid: ImageGrid | None = None) -> dict:
             f"`image` has {bad} non-finite pixel(s) (NaN or inf): a score of it "
             "would be meaningless."
         )
-    data = add_fractional_noise(load_bands(datasets), FRACTIONAL_NOISE)
-    cp = closure_phases(data, uv_min=UV_ZBLCUT)
-    lca = log_closure_amplitudes(data.select_uvdist(uv_min=UV_ZBLCUT))
+    cp, lca = score_closures(datasets)
     return {
         "cphase": float(ClosurePhaseChi2.from_data(cp, grid)(image)),
         "logcamp": float(LogClosureAmpChi2.from_data(lca, grid)(image)),
     }
+
+
+def score_closures(datasets):
+    """The closure phases and log closure amplitudes that [`closure_score`][]
+    scores against (its data preparation, shared with the multi-frequency
+    recipe's per-band tolerance)."""
+    data = add_fractional_noise(load_bands(datasets), FRACTIONAL_NOISE)
+    cp = closure_phases(data, uv_min=UV_ZBLCUT)
+    lca = log_closure_amplitudes(data.select_uvdist(uv_min=UV_ZBLCUT))
+    return cp, lca
