@@ -105,6 +105,8 @@ class _Unchecked:
 # checks in the core lane. They run in the slow lane, which keeps the core lane
 # under 4 minutes on 2 cores.
 SLOW_CASES = {
+    # Four closure scorings of a real file (about 5 s).
+    "tests/test_multifreq_cli.py::test_band_scores_are_closure_score_with_the_chi2_scatter",
     # Issue 39's and this session's heaviest (measured 2026-11-29, quiet cores).
     "tests/test_sample_checkpoint.py::test_hmc_draws_and_chunks_equal_one_chunk_bit_for_bit",
     "tests/test_geometric_pol.py::test_polarized_matches_the_numpy_reference_and_clips",
