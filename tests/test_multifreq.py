@@ -325,6 +325,24 @@ def test_objective_two_bands_is_sum_of_bands_one_transform_each():
     assert_allclose(flat[0], flat[1], rtol=1e-13)
 
 
+def test_geometric_model_keeps_its_analytic_visibilities_at_a_frequency():
+    """A geometric model (no spectrum: the same at every frequency) given to an
+    `AtFrequency` term, alone or in an objective, is evaluated through its
+    analytic visibilities, as the inner term evaluates it: not rendered on the
+    term's grid (which differs by the pixelisation)."""
+    d = _band_data(FREQS[0], 3)
+    ring = em.MRing(GRID, 0.6, em.uas_to_rad(9.0), [0.2 - 0.1j])
+    inner = em.VisChi2.from_data(d, GRID)
+    term = em.AtFrequency(inner, FREQS[0])
+    assert_allclose(term.model_vis(ring), inner.model_vis(ring), rtol=1e-15)
+    assert_allclose(term(ring), inner(ring), rtol=1e-15)
+    assert_allclose(
+        (1.0 * term + em.TV(GRID))(ring), inner(ring) + em.TV(GRID)(ring), rtol=1e-14
+    )
+    rendered = inner(np.asarray(ring()))
+    assert abs(float(term(ring)) / float(rendered) - 1) > 1e-6  # not the rendered one
+
+
 def test_objective_polarimetric_band_and_per_band_gains():
     s0 = _stokes()
     model = em.MultiFrequencyImage(StokesArray(GRID, jnp.asarray(s0)), NU0, 0.3, rm=1e5)

@@ -717,3 +717,26 @@ def test_from_data_of_real_closure_products_equals_the_plain_terms():
             type(term), product, term.forward.grid, mesh=mesh, forward="direct"
         )
         check_same(built, term, x, value_rtol=1e-13, grad_rtol=1e-12)
+
+
+_vg_model = eqx.filter_jit(eqx.filter_value_and_grad(lambda m, t: t(m)))
+
+
+@pytest.mark.parametrize("name", ["vis", "cphase"])
+def test_geometric_model_keeps_its_analytic_visibilities(name):
+    """A geometric model given to a sharded term: each device's rows get its
+    analytic visibilities, as the unsharded term's do (value and gradient w.r.t.
+    the model's parameters), not those of its render on the grid; alone and in
+    an objective."""
+    case = next(c for c in DATA_TERMS if c.name == name)
+    term = case.build("direct")
+    sharded = em.ShardedChi2(term, mesh_of(3))
+    ring = em.MRing(GRID, 1.3, em.uas_to_rad(11.0), [0.3 - 0.2j])
+    val, grad = _vg_model(ring, sharded)
+    ref_val, ref_grad = _vg_model(ring, term)
+    assert_allclose(val, ref_val, rtol=VALUE_RTOL)
+    for g, r in zip(jax.tree.leaves(grad), jax.tree.leaves(ref_grad)):
+        assert_allclose(g, r, rtol=GRAD_RTOL)
+    assert abs(float(val) / float(term(np.asarray(ring()))) - 1) > 1e-6
+    objective = 2.0 * sharded + em.TV(GRID)
+    assert_allclose(objective(ring), 2.0 * ref_val + em.TV(GRID)(ring), rtol=1e-13)

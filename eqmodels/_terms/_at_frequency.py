@@ -5,7 +5,7 @@ import equinox as eqx
 from jaxtyping import Array, Complex, Float, Scalar
 
 from .._forward._base import AbstractForwardModel
-from .._image._multifreq import check_frequency
+from .._image._multifreq import check_frequency, MultiFrequencyImage
 from ._base import AbstractDataTerm, from_shared_vis
 from ._inputs import ImageLike, planes_at
 from ._wrapper import AbstractTermWrapper
@@ -78,7 +78,12 @@ class AtFrequency(AbstractTermWrapper):
         return self.term.forward
 
     def model_vis(self, image: ImageLike) -> Complex[Array, "*points"]:
-        """The inner term's model visibilities of the image at `freq`."""
+        """The inner term's model visibilities of the image at `freq`: of
+        `model.at(freq)` for a [`eqmodels.MultiFrequencyImage`][]; of the image
+        itself otherwise (the same at every frequency; a geometric model keeps
+        its analytic visibilities, as in an objective)."""
+        if not isinstance(image, MultiFrequencyImage):
+            return self.term.model_vis(image)
         grid = None if self.forward is None else self.forward.grid
         return self.term.model_vis(planes_at(image, grid, self.freq))
 

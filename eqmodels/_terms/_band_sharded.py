@@ -25,7 +25,7 @@ from .._sharding._mesh import (
 from ._at_frequency import AtFrequency
 from ._base import AbstractDataTerm, check_rows_declared
 from ._closure_covariance import has_closure_covariance
-from ._inputs import default_name, ImageLike, planes_at
+from ._inputs import default_name, ImageLike, is_geometric, planes_at
 from ._objective import AbstractTerm, Objective
 from ._wrapper import AbstractTermWrapper
 
@@ -214,6 +214,10 @@ class BandShardedChi2(AbstractTerm, AbstractSharded):
         return None, None
 
     def _images(self, image: ImageLike):
+        if is_geometric(image):
+            # The same at every frequency: each band's rows get its analytic
+            # visibilities, as the unsharded terms' do (not its render's).
+            return image
         grid = self.term.forward.grid
         return jnp.stack([planes_at(image, grid, f) for f in self.freqs])
 
@@ -272,6 +276,15 @@ class BandShardedChi2(AbstractTerm, AbstractSharded):
     def _mapped(self, fn, images, out_spec):
         band, rows = self.band_axis, self.axis_name
         specs = _specs(self.term, band, rows)
+        if is_geometric(images):  # one model, replicated on every device
+            leaves, static = eqx.partition(images, eqx.is_array)
+            return jax.shard_map(
+                lambda t, x: fn(t, eqx.combine(x, static)),
+                mesh=self.mesh,
+                in_specs=(specs, P()),
+                out_specs=out_spec,
+                check_vma=False,
+            )(self.term, leaves)
         if has_explicit_axes(self.mesh):
             images = jax.sharding.reshard(images, NamedSharding(self.mesh, P(band)))
         return jax.shard_map(
@@ -287,16 +300,22 @@ def _band_values(term: BandShardedChi2, images):
     rows = term.axis_name
 
     def body(t, x):
-        return jax.lax.psum(jax.vmap(lambda ti, xi: ti(xi))(t, x), rows)
+        return jax.lax.psum(_per_band(lambda ti, xi: ti(xi), t, x), rows)
 
     return term._mapped(body, images, P(term.band_axis))
 
 
 def _band_residuals(term: BandShardedChi2, images):
     def body(t, x):
-        return jax.vmap(lambda ti, xi: ti.residuals(xi))(t, x)
+        return _per_band(lambda ti, xi: ti.residuals(xi), t, x)
 
     return term._mapped(body, images, P(term.band_axis, term.axis_name))
+
+
+def _per_band(fn, terms, images):
+    """`fn(term_b, image_b)` for each band `b` of the stacked `terms`: `images`
+    stacked band by band, or one geometric model (the same for every band)."""
+    return jax.vmap(fn, in_axes=(0, None if is_geometric(images) else 0))(terms, images)
 
 
 def _dtype(term) -> Any:

@@ -25,7 +25,7 @@ from .._sharding._mesh import (
 from ._base import AbstractDataTerm, check_rows_declared, n_rows_leaf
 from ._closure_covariance import has_closure_covariance
 from ._common import index_key_leaf
-from ._inputs import from_shared_vis, ImageLike, planes_at
+from ._inputs import from_shared_vis, ImageLike, is_geometric, planes_at
 from ._objective import AbstractTerm
 from ._wrapper import AbstractTermWrapper
 
@@ -270,20 +270,29 @@ class ShardedChi2(AbstractTermWrapper, AbstractSharded):
     def _sharded(self, fn, image, out_spec):
         axis = self.axis_name
         fwd = self.term.forward
+        if is_geometric(image):
+            # A geometric model (the same at every frequency) goes to the devices
+            # as itself, replicated, so that each device's rows get its analytic
+            # visibilities, as the unsharded term's do (not its render's).
+            leaves, static = eqx.partition(image, eqx.is_array)
+            body = lambda t, x: fn(t, eqx.combine(x, static))  # noqa: E731
+            given = leaves
+        else:
+            body = fn
+            given = planes_at(
+                image, None if fwd is None else fwd.grid, self.band_frequency
+            )
         # Without replication tracking (`check_vma=False`) shard_map's transpose
         # sums the replicated image's cotangent over the devices itself: right for
         # every forward model and backend (with tracking, the NUFFT's transforms
         # need the image marked device-varying first).
         return jax.shard_map(
-            fn,
+            body,
             mesh=self.mesh,
             in_specs=(_row_specs(self.term, axis), P()),
             out_specs=out_spec,
             check_vma=False,
-        )(
-            self.term,
-            planes_at(image, None if fwd is None else fwd.grid, self.band_frequency),
-        )
+        )(self.term, given)
 
     def __call__(self, image: ImageLike) -> Scalar:
         """**Arguments:** `image`, an `(ny, nx)` array or an image model.
