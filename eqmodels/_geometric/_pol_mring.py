@@ -8,7 +8,7 @@ from jaxtyping import Array, ArrayLike, Complex, Float, Num
 
 from .._custom_types import ArraySequence, RealLike
 from .._grid import ImageGrid
-from .._image._pol_mring import _as_coeffs, _check_physical
+from .._image._pol_mring import _check_physical, ring_coefficients
 from .._numerics import FWHM_PER_SIGMA
 from .._validation import check_grid, is_concrete, scalar_leaf
 from ._base import deposit
@@ -102,18 +102,7 @@ class PolMRing(AbstractPolGeometricModel):
         dtype = model_dtype(dtype)
         self.flux = scalar_leaf("flux", flux, dtype)
         self.radius = size_leaf("radius", radius, dtype)
-        bi = _as_coeffs("beta_i", beta_i)
-        bp = _as_coeffs("beta_p", beta_p, odd=True)
-        bv = _as_coeffs("beta_v", beta_v)
-        if is_concrete(bv) and bv.shape[0] == 0:
-            raise ValueError(
-                "`beta_v` must list at least β^V_0 (pass `beta_v=[0.0]` for V = 0)."
-            )
-        if is_concrete(bv) and bv[0, 1] != 0:
-            raise ValueError(
-                f"`beta_v[0]` (β^V_0, the mean circular fraction) must be real, got "
-                f"{complex(*bv[0])}: V is real."
-            )
+        bi, bp, bv = ring_coefficients(beta_i, beta_p, beta_v)
         orders = {
             "beta_i": bi.shape[0],
             "beta_p": (bp.shape[0] - 1) // 2,

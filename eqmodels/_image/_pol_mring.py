@@ -69,6 +69,25 @@ def _as_coeffs(name: str, x, *, odd: bool = False):
     return np.stack([arr.real, arr.imag], axis=-1)
 
 
+def ring_coefficients(beta_i, beta_p, beta_v):
+    """The polarized m-ring's `β^I`, `β^P`, `β^V` as float `(n, 2)` arrays (see
+    `_as_coeffs`), with the checks both ring models make: `β^P` lists `m = −M..M`,
+    and `β^V` lists at least a real `β^V_0`."""
+    bi = _as_coeffs("beta_i", beta_i)
+    bp = _as_coeffs("beta_p", beta_p, odd=True)
+    bv = _as_coeffs("beta_v", beta_v)
+    if is_concrete(bv) and bv.shape[0] == 0:
+        raise ValueError(
+            "`beta_v` must list at least β^V_0 (pass `beta_v=[0.0]` for V = 0)."
+        )
+    if is_concrete(bv) and bv[0, 1] != 0:
+        raise ValueError(
+            f"`beta_v[0]` (β^V_0, the mean circular fraction) must be real, got "
+            f"{complex(*bv[0])}: V is real."
+        )
+    return bi, bp, bv
+
+
 class PolMRingImage(AbstractPolImageModel):
     r"""A polarized m-ring: a ring with a Gaussian radial profile whose Stokes I,
     linear polarization `P = Q + iU` and V vary around it as azimuthal Fourier
@@ -160,18 +179,7 @@ class PolMRingImage(AbstractPolImageModel):
         check_radians("width", self.width)
         self.x0 = scalar_leaf("x0", x0, dtype)
         self.y0 = scalar_leaf("y0", y0, dtype)
-        bi = _as_coeffs("beta_i", beta_i)
-        bp = _as_coeffs("beta_p", beta_p, odd=True)
-        bv = _as_coeffs("beta_v", beta_v)
-        if is_concrete(bv) and bv.shape[0] == 0:
-            raise ValueError(
-                "`beta_v` must list at least β^V_0 (pass `beta_v=[0.0]` for V = 0)."
-            )
-        if is_concrete(bv) and bv[0, 1] != 0:
-            raise ValueError(
-                f"`beta_v[0]` (β^V_0, the mean circular fraction) must be real, got "
-                f"{complex(*bv[0])}: V is real."
-            )
+        bi, bp, bv = ring_coefficients(beta_i, beta_p, beta_v)
         self.beta_i = jnp.asarray(bi, dtype)
         self.beta_p = jnp.asarray(bp, dtype)
         self.beta_v = jnp.asarray(bv, dtype)
