@@ -32,13 +32,16 @@ def split_rhat(x: np.ndarray) -> np.ndarray:
 
 
 def ess(x: np.ndarray) -> np.ndarray:
-    """The effective sample size of draws `x` of shape `(chains, draws, ...)`:
-    `M n / τ`, `τ = −1 + 2 Σ_k P_k` with `P_k = ρ_{2k} + ρ_{2k+1}` the paired
-    autocorrelations (combined over the split chains as Stan does), summed while
-    positive and made monotone (Geyer's initial monotone sequence). Stan and
-    ArviZ (`ess(method="mean")`) add one more autocorrelation term where the sum
-    stops; this estimate does not, and is 0.3–2 % off theirs at 1,000 draws per
-    chain (up to ~10 % at 50)."""
+    """The effective sample size of draws `x` of shape `(chains, draws, ...)`,
+    Stan's estimator (its reference manual, "Effective sample size"; ArviZ's
+    `ess(method="mean")`) over the split chains: `M n / τ` with
+    `τ = −1 + 2 Σ_{t ≤ T} ρ_t + ρ_{T+1}`, the autocorrelations
+    `ρ_t = 1 − (W − mean acov_t) / var⁺` combined over the chains, summed in
+    pairs `ρ_{2k} + ρ_{2k+1}` while positive (Geyer's initial positive
+    sequence, stopping at `T`) and made monotone (Geyer's initial monotone
+    sequence), plus the next even autocorrelation `ρ_{T+1}` when it is
+    positive (Stan's improved estimate for antithetic chains); `τ` at least
+    `1 / log10(M n)`."""
     s = _split(np.asarray(x, float))
     m, n = s.shape[:2]
     w, var_plus = _variances(s)
@@ -50,12 +53,30 @@ def ess(x: np.ndarray) -> np.ndarray:
     rho = rho.reshape(n, -1)
     out = np.empty(rho.shape[1])
     for j in range(rho.shape[1]):
-        r = rho[:, j].copy()
-        r[0] = 1.0  # as Stan: ρ_0 = 1
-        pairs = r[: 2 * (n // 2)].reshape(-1, 2).sum(axis=1)
-        neg = np.nonzero(pairs < 0)[0]
-        pairs = pairs[: neg[0]] if neg.size else pairs
-        pairs = np.minimum.accumulate(pairs)
-        tau = -1.0 + 2.0 * pairs.sum()
-        out[j] = m * n / max(tau, 1.0 / np.log10(m * n))
+        out[j] = m * n / _tau(rho[:, j], m * n)
     return out.reshape(s.shape[2:])
+
+
+def _tau(r: np.ndarray, total: int) -> float:
+    """Stan's integrated autocorrelation time of the combined autocorrelations
+    `r` (`r[t]` at lag `t`; `r[0]` is taken as 1)."""
+    n = r.size
+    t_hat = np.zeros(n + 1)
+    even, odd = 1.0, r[1]
+    t_hat[0], t_hat[1] = even, odd
+    t = 1
+    while t < n - 3 and even + odd > 0:  # Geyer's initial positive sequence
+        even, odd = r[t + 1], r[t + 2]
+        if even + odd >= 0:
+            t_hat[t + 1], t_hat[t + 2] = even, odd
+        t += 2
+    last = t - 2
+    if even > 0:  # the improved estimate: the next even autocorrelation
+        t_hat[last + 1] = even
+    t = 1
+    while t <= last - 2:  # Geyer's initial monotone sequence
+        if t_hat[t + 1] + t_hat[t + 2] > t_hat[t - 1] + t_hat[t]:
+            t_hat[t + 1] = t_hat[t + 2] = 0.5 * (t_hat[t - 1] + t_hat[t])
+        t += 2
+    tau = -1.0 + 2.0 * t_hat[: last + 1].sum() + t_hat[last + 1]
+    return max(tau, 1.0 / np.log10(total))

@@ -73,8 +73,8 @@ class Samples(eqx.Module):
 
     def ess(self) -> np.ndarray:
         """The effective sample size of each unconstrained coordinate (`(n,)`,
-        numpy; Geyer's initial monotone sequence over the split chains, BDA3
-        §11.5)."""
+        numpy; Stan's estimator over the split chains, ArviZ's
+        `ess(method="mean")`)."""
         return ess(np.asarray(self.positions))
 
 
