@@ -147,6 +147,7 @@ def test_chains_spread_over_a_mesh():
 
 
 MULTIHOST_SETTINGS = dict(num_warmup=60, num_samples=40, num_chains=4)
+MULTIHOST_VI = dict(method="meanfield", num_samples=20, num_chains=4, num_steps=50)
 
 
 @pytest.mark.slow
@@ -154,7 +155,8 @@ def test_chains_spread_over_two_processes(tmp_path):
     """Two `jax.distributed` processes (two virtual CPU devices each, gloo), one
     4-device mesh across them: each process runs two of the four chains, and the
     gathered draws are the single-process, unsharded run's (same keys; up to the
-    rounding that NUTS amplifies, as on one host)."""
+    rounding that NUTS amplifies, as on one host); so are mean-field VI's, fitted
+    on the same mesh (to rounding)."""
     import pathlib
     import socket
     import subprocess
@@ -187,3 +189,7 @@ def test_chains_spread_over_two_processes(tmp_path):
     np.testing.assert_array_equal(got[0]["positions"], got[1]["positions"])
     plain = em.sample(Problem().posterior, key=jax.random.key(3), **MULTIHOST_SETTINGS)
     np.testing.assert_allclose(got[0]["positions"], plain.positions, rtol=0, atol=1e-6)
+    # Mean-field VI over the same mesh: each process fits its devices' chains.
+    np.testing.assert_array_equal(got[0]["vi_positions"], got[1]["vi_positions"])
+    vi = em.sample(Problem().posterior, key=jax.random.key(3), **MULTIHOST_VI)
+    np.testing.assert_allclose(got[0]["vi_positions"], vi.positions, rtol=1e-10)

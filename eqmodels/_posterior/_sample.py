@@ -9,16 +9,16 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh
 from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
 
 from .._progress import progress_bar
-from .._sharding._mesh import check_mesh
 from .._solvers._checkpoint import fingerprint
 from .._validation import check_flag
 from ._checkpoint import open_sample_folder
 from ._diagnostics import ess, split_rhat
 from ._mcmc import run_chains
+from ._placement import chain_placement
 from ._posterior import Posterior
 from ._vi import check_vi_args, sample_vi, VI_METHODS
 
@@ -168,10 +168,10 @@ def sample(
     Variational inference (`method="meanfield"` or `"pathfinder"`, see
     [Variational inference](posteriors.md#variational-inference)): each chain
     fits its own Gaussian approximation from its start and draws `num_samples`
-    independent draws from it; `num_warmup`, `target_acceptance_rate`,
-    `num_integration_steps`, `mesh`, `axis_name`, `checkpoint`,
-    `checkpoint_every`, `progress` and `callback` are the samplers' and refused
-    there. Their arguments (refused by
+    independent draws from it (with `mesh`, each device fits its own chains);
+    `num_warmup`, `target_acceptance_rate`, `num_integration_steps`,
+    `checkpoint`, `checkpoint_every`, `progress` and `callback` are the
+    samplers' and refused there. Their arguments (refused by
     the other methods; `None`: the default):
 
     - `num_steps`: Adam steps (meanfield, default 2000) or the most L-BFGS
@@ -216,6 +216,8 @@ def sample(
             num_chains=num_chains,
             jitter=jitter,
             options=vi_options,
+            mesh=mesh,
+            axis_name=axis_name,
         )
         draws = eqx.filter_vmap(eqx.filter_vmap(posterior.from_unconstrained))(
             positions
@@ -290,32 +292,10 @@ def sample(
         k_init, (num_chains, z0.shape[0]), z0.dtype, -1.0, 1.0
     )
     keys = jax.random.split(k_run, num_chains)
-    place = jax.device_put  # (numpy arrays read back: no program compiled)
+    # Sharded by placement (GSPMD) on a mesh: an explicit-axes mesh would need the
+    # samplers' code sharding-aware, so its axes are used as automatic ones.
+    place, mesh, axis_name = chain_placement(mesh, axis_name, num_chains)
     if mesh is not None:
-        mesh, axis_name, size = check_mesh(mesh, axis_name)
-        if num_chains % size:
-            raise ValueError(
-                f"`num_chains` ({num_chains}) must be a multiple of the mesh axis "
-                f"{axis_name!r}'s size ({size}): every device runs as many chains."
-            )
-        # Sharded by placement (GSPMD): the mesh's devices and names on automatic
-        # axes (an explicit-axes mesh would need the samplers' code sharding-aware).
-        auto = Mesh(mesh.devices, mesh.axis_names)
-        spread = NamedSharding(auto, P(axis_name))
-
-        def place(x):
-            # Every process holds the same values; each places its devices'
-            # shards (a mesh over several `jax.distributed` processes too).
-            if isinstance(x, jax.Array) and not x.is_fully_addressable:
-                return x  # already spread (a result of the chains)
-            if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-                data = place(jax.random.key_data(x))
-                return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
-            host = np.asarray(x)
-            return jax.make_array_from_callback(
-                host.shape, spread, lambda index: host[index]
-            )
-
         z0s, keys = place(z0s), place(keys)
 
     num_samples = int(num_samples)

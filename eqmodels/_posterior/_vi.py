@@ -11,8 +11,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from jax.sharding import Mesh, PartitionSpec as P
 from jaxtyping import PRNGKeyArray, PyTree
 
+from ._placement import chain_placement
 from ._posterior import Posterior
 
 
@@ -32,8 +34,6 @@ DEFAULTS = {
 NUTS_ARGS = (
     "num_warmup",
     "target_acceptance_rate",
-    "mesh",
-    "axis_name",
     "num_integration_steps",
     "checkpoint",
     "checkpoint_every",
@@ -71,7 +71,7 @@ def check_vi_args(method: str, given: dict, nuts_given: dict, sample: Callable) 
         if not (v is d or (isinstance(v, int | float | str) and v == d)):
             raise ValueError(
                 f"`{k}` is the samplers' (method='nuts' or 'hmc'); "
-                f"method={method!r} has no warm-up, adaptation, mesh or "
+                f"method={method!r} has no warm-up, adaptation or "
                 "checkpoints: leave it out (its optimisation length is "
                 "`num_steps`)."
             )
@@ -111,10 +111,13 @@ def sample_vi(
     num_chains: int,
     jitter: float,
     options: dict,
+    mesh: Mesh | None = None,
+    axis_name: str = "chains",
 ):
     """`sample` for the VI methods: fit each chain's approximation from its start
     (`init` plus a uniform jitter, as NUTS's chains start) and draw `num_samples`
-    from it. **Returns:** `(positions, log_density, stats)`."""
+    from it; with a `mesh`, each device fits its own chains (`shard_map` over
+    `axis_name`). **Returns:** `(positions, log_density, stats)`."""
     try:
         import blackjax
     except ImportError as e:
@@ -142,13 +145,36 @@ def sample_vi(
         k_init, (num_chains, z0.shape[0]), z0.dtype, -1.0, 1.0
     )
     keys = jax.random.split(k_run, num_chains)
+    place, mesh, axis_name = chain_placement(mesh, axis_name, num_chains)
+    if mesh is not None:
+        z0s, keys = place(z0s), place(keys)
+    where = None if mesh is None else (mesh, axis_name)
     # blackjax's Gaussian samplers broadcast `(n,)` against `(draws, n)`: allowed
     # here whatever the caller's `jax_numpy_rank_promotion`.
     with jax.numpy_rank_promotion("allow"):
-        return _run_vi(posterior, z0s, keys, blackjax, method, num_samples, options)
+        return _run_vi(
+            posterior, z0s, keys, blackjax, method, num_samples, options, where
+        )
 
 
-def _run_vi(posterior, z0s, keys, blackjax, method, num_samples, options):
+def _over_chains(batch, z0s, keys, where):
+    """`batch(z0s, keys)` over every chain; with `where = (mesh, axis_name)`,
+    each device runs its own chains (`shard_map`, the chains axis split)."""
+    if where is None:
+        return batch(z0s, keys)
+    mesh, axis_name = where
+    impl = jax.random.key_impl(keys)
+
+    def local(z, key_data):
+        return batch(z, jax.random.wrap_key_data(key_data, impl=impl))
+
+    split = P(axis_name)
+    return jax.shard_map(
+        local, mesh=mesh, in_specs=(split, split), out_specs=split, check_vma=False
+    )(z0s, jax.random.key_data(keys))
+
+
+def _run_vi(posterior, z0s, keys, blackjax, method, num_samples, options, where):
     if method == "meanfield":
         lr = options["learning_rate"]
         return _meanfield(
@@ -161,6 +187,7 @@ def _run_vi(posterior, z0s, keys, blackjax, method, num_samples, options):
             int(options["num_steps"]),
             int(options["num_mc"]),
             int(num_samples),
+            where,
         )
     return _pathfinder(
         posterior,
@@ -171,6 +198,7 @@ def _run_vi(posterior, z0s, keys, blackjax, method, num_samples, options):
         int(options["num_mc"]),
         int(options["history_size"]),
         int(num_samples),
+        where,
     )
 
 
@@ -185,6 +213,7 @@ def _meanfield(
     num_steps: int,
     num_mc: int,
     num_samples: int,
+    where,
 ):
     mfvi = blackjax.vi.meanfield_vi
     logdensity = posterior.log_density_unconstrained
@@ -208,7 +237,7 @@ def _meanfield(
         logp = jax.vmap(logdensity)(draws)
         return draws, logp, elbo, state.mu, jnp.exp(state.rho), logq
 
-    pos, lp, elbo, mu, scale, logq = jax.vmap(chain)(z0s, keys)
+    pos, lp, elbo, mu, scale, logq = _over_chains(jax.vmap(chain), z0s, keys, where)
     stats = {"elbo": elbo, "mean": mu, "scale": scale, "log_q": logq}
     return pos, lp, stats
 
@@ -223,6 +252,7 @@ def _pathfinder(
     num_mc: int,
     history_size: int,
     num_samples: int,
+    where,
 ):
     # Pathfinder (Zhang et al. 2022, Alg. 1) from blackjax's public pieces: the
     # L-BFGS path (`minimize_lbfgs`), the inverse-Hessian factors at each point
@@ -283,8 +313,8 @@ def _pathfinder(
         var = alpha + jnp.einsum("ij,jk,ik->i", beta, gamma, beta)
         return draws, logp, logq, elbo[best], elbo, num_iter, best, mean, var
 
-    pos, lp, logq, elbo, elbo_path, num_iter, best, mean, var = jax.lax.map(
-        chain, (z0s, keys)
+    pos, lp, logq, elbo, elbo_path, num_iter, best, mean, var = _over_chains(
+        lambda z, k: jax.lax.map(chain, (z, k)), z0s, keys, where
     )
     stats = {
         "elbo": elbo,

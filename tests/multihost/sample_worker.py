@@ -4,8 +4,9 @@ tests/test_posterior_sample.py's multi-host test.
 Usage: `python sample_worker.py PROCESS_ID PORT OUT` (two processes on 127.0.0.1,
 two virtual CPU devices each, gloo collectives). Samples the linear-Gaussian
 posterior of tests/test_posterior.py with 4 NUTS chains on a 4-device mesh that
-spans both processes (each process runs two chains), gathers the draws to every
-process and writes them to `OUT.<pid>.npz`.
+spans both processes (each process runs two chains), then mean-field VI's 4
+chains on the same mesh, gathers the draws to every process and writes them to
+`OUT.<pid>.npz`.
 """
 
 import os
@@ -38,7 +39,7 @@ def main():
 
     import eqmodels as em
     from tests.test_posterior import Problem
-    from tests.test_posterior_sample import MULTIHOST_SETTINGS
+    from tests.test_posterior_sample import MULTIHOST_SETTINGS, MULTIHOST_VI
 
     assert jax.device_count() == 4 and jax.local_device_count() == 2
     devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
@@ -50,8 +51,16 @@ def main():
         {int(s.index[0].start or 0) for s in res.positions.addressable_shards}
     )
     positions = multihost_utils.process_allgather(res.positions, tiled=True)
+    # Mean-field VI's chains on the same mesh: each device fits its own.
+    vi = em.sample(
+        Problem().posterior, mesh=mesh, key=jax.random.key(3), **MULTIHOST_VI
+    )
+    vi_positions = multihost_utils.process_allgather(vi.positions, tiled=True)
     np.savez(
-        f"{out}.{pid}.npz", positions=np.asarray(positions), local=np.asarray(local)
+        f"{out}.{pid}.npz",
+        positions=np.asarray(positions),
+        local=np.asarray(local),
+        vi_positions=np.asarray(vi_positions),
     )
     jax.distributed.shutdown()
 

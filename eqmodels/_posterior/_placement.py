@@ -1,0 +1,38 @@
+"""Placing the chains' starting points and keys on the devices of a mesh (one
+process or several), shared by the samplers and the variational methods."""
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from .._sharding._mesh import check_mesh
+
+
+def chain_placement(mesh: Mesh | None, axis_name: str, num_chains: int):
+    """`(place, mesh, axis_name)`: `place(x)` puts an array with a leading chains
+    axis on the mesh, split along `axis_name` (every process holds the same
+    values and places its own devices' shards, so a mesh over several
+    `jax.distributed` processes works too); without a mesh, `jax.device_put`.
+    The mesh's axes are used as automatic ones. Refuses a chain count that is
+    not a multiple of the axis's size."""
+    if mesh is None:
+        return jax.device_put, None, axis_name  # numpy read back: no compile
+    mesh, axis_name, size = check_mesh(mesh, axis_name)
+    if num_chains % size:
+        raise ValueError(
+            f"`num_chains` ({num_chains}) must be a multiple of the mesh axis "
+            f"{axis_name!r}'s size ({size}): every device runs as many chains."
+        )
+    auto = Mesh(mesh.devices, mesh.axis_names)
+    spread = NamedSharding(auto, P(axis_name))
+
+    def place(x):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            return x  # already spread (a result of the chains)
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            data = place(jax.random.key_data(x))
+            return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
+        host = np.asarray(x)
+        return jax.make_array_from_callback(host.shape, spread, lambda i: host[i])
+
+    return place, auto, axis_name
