@@ -122,12 +122,9 @@ class PolSphericalImage(AbstractPolImageModel):
         return (1.0 - jnp.abs(v)) * s, phi, v
 
     def __call__(self) -> Float[Array, "4 ny nx"]:
-        m, phi, v = self._linear_circular()
-        f = embed_planes(
-            jnp.stack([m * jnp.cos(phi), m * jnp.sin(phi), v]), self.intensity
-        )
-        i = self.intensity()
-        return jnp.concatenate([i[None], i[None] * f])
+        # One compiled program when called outside `jit` (a fresh process then
+        # loads one program, not one per operation); inlined inside `jit`.
+        return _stokes_planes(self)
 
     def physical(self) -> Float[Array, "4 ny nx"]:
         """eht-imaging's physical `imarr`: the planes `(I, ρ, φ, ψ)` (after its
@@ -212,3 +209,14 @@ class PolSphericalImage(AbstractPolImageModel):
                 f"{pol_transform!r}."
             )
         return cls(intensity, np.stack([a, phi, b]), pol_transform=pol_transform)
+
+
+@eqx.filter_jit
+def _stokes_planes(model: PolSphericalImage) -> Float[Array, "4 ny nx"]:
+    """`model()`: the Stokes planes from the intensity and `(m, φ, v)`."""
+    m, phi, v = model._linear_circular()
+    f = embed_planes(
+        jnp.stack([m * jnp.cos(phi), m * jnp.sin(phi), v]), model.intensity
+    )
+    i = model.intensity()
+    return jnp.concatenate([i[None], i[None] * f])
