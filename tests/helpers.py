@@ -139,3 +139,37 @@ def float64_uvfits_copy(src, dst):
             ):
                 hdu.header[key] = card.value
         fits.HDUList([hdu] + [x.copy() for x in h[1:]]).writeto(dst)
+
+
+def run_two_processes(worker, *args, timeout: float = 240) -> None:
+    """Run `python worker PID PORT *args` for PID 0 and 1 (a `jax.distributed`
+    run on a free loopback port, tests/multihost/distributed.py) and wait for
+    both; fails with the tail of each process's output if either exits non-zero
+    (or kills both past `timeout` seconds)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(worker), str(pid), str(port), *map(str, args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for pid in (0, 1)
+    ]
+    logs = []
+    try:
+        for p in procs:
+            logs.append(p.communicate(timeout=timeout)[0])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert all(p.returncode == 0 for p in procs), "\n".join(
+        f"--- process {i} (exit {p.returncode}):\n{log[-3000:]}"
+        for i, (p, log) in enumerate(zip(procs, logs))
+    )

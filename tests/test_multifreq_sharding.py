@@ -264,37 +264,12 @@ def test_two_processes_one_band_each(tmp_path):
     band groups the processes: each process holds one band's rows; the value and
     gradient equal the single-process, unsharded objective's."""
     import pathlib
-    import socket
-    import subprocess
-    import sys
+
+    from tests.helpers import run_two_processes
 
     worker = pathlib.Path(__file__).resolve().parent / "multihost" / "bands_worker.py"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     out = tmp_path / "result"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(worker), str(pid), str(port), str(out)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )  # fmt: skip
-        for pid in (0, 1)
-    ]
-    logs = []
-    try:
-        for p in procs:
-            logs.append(p.communicate(timeout=240)[0])
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    assert all(p.returncode == 0 for p in procs), "\n".join(
-        f"--- process {i} (exit {p.returncode}):\n{log[-3000:]}"
-        for i, (p, log) in enumerate(zip(procs, logs))
-    )
+    run_two_processes(worker, out)
     import json
 
     model, _, _ = _model()

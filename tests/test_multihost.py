@@ -5,16 +5,13 @@ the processes are always cleaned up."""
 
 import json
 import pathlib
-import socket
-import subprocess
-import sys
 
 import jax
 import numpy as np
 import pytest
 
 import eqmodels as em
-from tests.helpers import assert_allclose
+from tests.helpers import assert_allclose, run_two_processes
 from tests.multihost.problem import (
     build,
     DATA,
@@ -32,45 +29,10 @@ FORWARDS = ("direct", "nufft")
 TIMEOUT_S = 240
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_processes_equal_one(tmp_path):
     pytest.importorskip("astropy")
     out = tmp_path / "result.json"
-    port = _free_port()
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                str(WORKER),
-                str(pid),
-                str(port),
-                str(out),
-                ",".join(FORWARDS),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for pid in (0, 1)
-    ]
-    logs = []
-    try:
-        for p in procs:
-            logs.append(p.communicate(timeout=TIMEOUT_S)[0])
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    assert all(p.returncode == 0 for p in procs), "\n".join(
-        f"--- process {i} (exit {p.returncode}):\n{log[-3000:]}"
-        for i, (p, log) in enumerate(zip(procs, logs))
-    )
+    run_two_processes(WORKER, out, ",".join(FORWARDS), timeout=TIMEOUT_S)
     result = json.loads(out.read_text())
     x = image()
     for forward in FORWARDS:

@@ -158,32 +158,12 @@ def test_chains_spread_over_two_processes(tmp_path):
     rounding that NUTS amplifies, as on one host); so are mean-field VI's, fitted
     on the same mesh (to rounding)."""
     import pathlib
-    import socket
-    import subprocess
-    import sys
+
+    from tests.helpers import run_two_processes
 
     worker = pathlib.Path(__file__).resolve().parent / "multihost" / "sample_worker.py"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     out = tmp_path / "result"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(worker), str(pid), str(port), str(out)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        for pid in (0, 1)
-    ]
-    logs = []
-    try:
-        for p in procs:
-            logs.append(p.communicate(timeout=300)[0])
-    finally:
-        for p in procs:
-            p.kill()
-    assert all(p.returncode == 0 for p in procs), "\n".join(logs)[-4000:]
+    run_two_processes(worker, out, timeout=300)
     got = [np.load(f"{out}.{pid}.npz") for pid in (0, 1)]
     assert got[0]["local"].tolist() == [0, 1] and got[1]["local"].tolist() == [2, 3]
     np.testing.assert_array_equal(got[0]["positions"], got[1]["positions"])

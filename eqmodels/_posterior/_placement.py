@@ -1,5 +1,8 @@
-"""Placing the chains' starting points and keys on the devices of a mesh (one
-process or several), shared by the samplers and the variational methods."""
+"""The chains' starting points and keys, placed on the devices of a mesh (one
+process or several): shared by the samplers and the variational methods."""
+
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -36,3 +39,36 @@ def chain_placement(mesh: Mesh | None, axis_name: str, num_chains: int):
         return jax.make_array_from_callback(host.shape, spread, lambda i: host[i])
 
     return place, auto, axis_name
+
+
+class Starts(NamedTuple):
+    z0: jax.Array  # `init`, unconstrained
+    z0s: jax.Array  # each chain's start, `(num_chains, n)`
+    keys: jax.Array
+    place: Callable
+    mesh: Mesh | None
+    axis_name: str
+
+
+def chain_starts(posterior, init, key, num_chains: int, jitter, mesh, axis_name):
+    """[`Starts`]: the chains' unconstrained starts (`init` plus a uniform
+    `±jitter` per coordinate) and keys, on the mesh's
+    devices when one is given (see `chain_placement`). Refuses an `init` where
+    the posterior's log density is not finite."""
+    z0 = posterior.to_unconstrained(init)
+    if not np.isfinite(np.asarray(posterior.log_density_unconstrained(z0))):
+        raise ValueError(
+            "the posterior's log density at `init` is not finite: start from a "
+            "point of the prior's support with finite likelihood."
+        )
+    k_init, k_run = jax.random.split(key)
+    z0s = z0[None, :] + jitter * jax.random.uniform(
+        k_init, (num_chains, z0.shape[0]), z0.dtype, -1.0, 1.0
+    )
+    keys = jax.random.split(k_run, num_chains)
+    # Sharded by placement (GSPMD) on a mesh: an explicit-axes mesh would need the
+    # samplers' code sharding-aware, so its axes are used as automatic ones.
+    place, mesh, axis_name = chain_placement(mesh, axis_name, num_chains)
+    if mesh is not None:
+        z0s, keys = place(z0s), place(keys)
+    return Starts(z0, z0s, keys, place, mesh, axis_name)

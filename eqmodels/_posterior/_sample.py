@@ -18,7 +18,7 @@ from .._validation import check_flag
 from ._checkpoint import open_sample_folder
 from ._diagnostics import ess, split_rhat
 from ._mcmc import run_chains
-from ._placement import chain_placement
+from ._placement import chain_starts
 from ._posterior import Posterior
 from ._vi import check_vi_args, sample_vi, VI_METHODS
 
@@ -281,22 +281,9 @@ def sample(
             "`checkpoint` must be a folder path (str or os.PathLike) or None, got "
             f"{type(checkpoint).__name__}."
         )
-    z0 = posterior.to_unconstrained(init)
-    if not np.isfinite(np.asarray(posterior.log_density_unconstrained(z0))):
-        raise ValueError(
-            "the posterior's log density at `init` is not finite: start from a "
-            "point of the prior's support with finite likelihood."
-        )
-    k_init, k_run = jax.random.split(key)
-    z0s = z0[None, :] + jitter * jax.random.uniform(
-        k_init, (num_chains, z0.shape[0]), z0.dtype, -1.0, 1.0
+    z0, z0s, keys, place, mesh, axis_name = chain_starts(
+        posterior, init, key, num_chains, jitter, mesh, axis_name
     )
-    keys = jax.random.split(k_run, num_chains)
-    # Sharded by placement (GSPMD) on a mesh: an explicit-axes mesh would need the
-    # samplers' code sharding-aware, so its axes are used as automatic ones.
-    place, mesh, axis_name = chain_placement(mesh, axis_name, num_chains)
-    if mesh is not None:
-        z0s, keys = place(z0s), place(keys)
 
     num_samples = int(num_samples)
     if checkpoint_every is None:

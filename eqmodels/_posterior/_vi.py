@@ -14,7 +14,7 @@ import optax
 from jax.sharding import Mesh, PartitionSpec as P
 from jaxtyping import PRNGKeyArray, PyTree
 
-from ._placement import chain_placement
+from ._placement import chain_starts
 from ._posterior import Posterior
 
 
@@ -134,20 +134,9 @@ def sample_vi(
             raise ValueError(f"`{name}` must be an int ≥ 1, got {v!r}.")
     if not (np.isfinite(jitter) and jitter >= 0):
         raise ValueError(f"`jitter` must be finite and ≥ 0, got {jitter!r}.")
-    z0 = posterior.to_unconstrained(init)
-    if not np.isfinite(np.asarray(posterior.log_density_unconstrained(z0))):
-        raise ValueError(
-            "the posterior's log density at `init` is not finite: start from a "
-            "point of the prior's support with finite likelihood."
-        )
-    k_init, k_run = jax.random.split(key)
-    z0s = z0[None, :] + jitter * jax.random.uniform(
-        k_init, (num_chains, z0.shape[0]), z0.dtype, -1.0, 1.0
+    _, z0s, keys, _, mesh, axis_name = chain_starts(
+        posterior, init, key, num_chains, jitter, mesh, axis_name
     )
-    keys = jax.random.split(k_run, num_chains)
-    place, mesh, axis_name = chain_placement(mesh, axis_name, num_chains)
-    if mesh is not None:
-        z0s, keys = place(z0s), place(keys)
     where = None if mesh is None else (mesh, axis_name)
     # blackjax's Gaussian samplers broadcast `(n,)` against `(draws, n)`: allowed
     # here whatever the caller's `jax_numpy_rank_promotion`.

@@ -20,19 +20,12 @@ os.environ["JAX_PLATFORMS"] = "cpu"
 
 import jax  # noqa: E402
 
+from tests.multihost.distributed import initialize  # noqa: E402
+
 
 def main():
     pid, port, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
-    jax.config.update("jax_enable_x64", True)
-    jax.config.update("jax_num_cpu_devices", 2)
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(
-        coordinator_address=f"127.0.0.1:{port}",
-        num_processes=2,
-        process_id=pid,
-        initialization_timeout=120,
-        heartbeat_timeout_seconds=600,
-    )
+    devices = initialize(pid, port)
     import numpy as np
     from jax.experimental import multihost_utils
     from jax.sharding import Mesh
@@ -41,8 +34,6 @@ def main():
     from tests.test_posterior import Problem
     from tests.test_posterior_sample import MULTIHOST_SETTINGS, MULTIHOST_VI
 
-    assert jax.device_count() == 4 and jax.local_device_count() == 2
-    devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
     mesh = Mesh(np.array(devices), ("chains",))
     res = em.sample(
         Problem().posterior, mesh=mesh, key=jax.random.key(3), **MULTIHOST_SETTINGS

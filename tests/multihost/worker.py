@@ -21,30 +21,19 @@ os.environ["JAX_PLATFORMS"] = "cpu"
 
 import jax  # noqa: E402
 
+from tests.multihost.distributed import initialize  # noqa: E402
+
 
 def main():
     pid, port, out, forward = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     repeats = int(sys.argv[5]) if len(sys.argv) > 5 else 0  # timed calls
-    jax.config.update("jax_enable_x64", True)
-    jax.config.update("jax_num_cpu_devices", 2)
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(
-        coordinator_address=f"127.0.0.1:{port}",
-        num_processes=2,
-        process_id=pid,
-        initialization_timeout=120,
-        # A loaded machine (the test-suite runs in parallel processes) starved a
-        # task's heartbeats past the 100 s default once: "Task 1 heartbeat
-        # timeout" at the shutdown barrier.
-        heartbeat_timeout_seconds=600,
-    )
+    initialize(pid, port)
     import equinox as eqx
     import numpy as np
 
     sys.path.insert(0, str(ROOT / "tests"))
     from multihost.problem import build, image, least_squares, pixel_model
 
-    assert jax.device_count() == 4 and jax.local_device_count() == 2
     x = image()
     result = {}
     for name in forward.split(","):
