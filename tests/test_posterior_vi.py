@@ -62,6 +62,23 @@ def normal_logpdf(x, mu, s):
     return np.sum(-0.5 * ((x - mu) / s) ** 2 - np.log(s) - 0.5 * np.log(2 * np.pi), -1)
 
 
+def isotropic_target():
+    """`(m, posterior)`: an isotropic unit-variance Gaussian `N(m, I)` (a prior
+    alone, the data uninformative), on which every point of an L-BFGS path gives
+    the target itself (its inverse Hessian is the identity from the start)."""
+    problem = Problem()
+    m = np.linspace(-1.0, 1.0, N)
+
+    def log_prob(x):
+        return jnp.sum(-0.5 * (jnp.ravel(x) - m) ** 2 - 0.5 * jnp.log(2 * jnp.pi))
+
+    prior = em.ParameterPrior(lambda mod: mod.params, log_prob)
+    wide = em.VisChi2(
+        problem.term.forward, problem.vis, np.full(problem.vis.shape, 1e9)
+    )
+    return m, em.Posterior(wide, [prior], problem.model)
+
+
 def mesh_of(n):
     return jax.sharding.Mesh(np.array(jax.devices()[:n]), ("chains",))
 
@@ -297,17 +314,7 @@ def test_pathfinder_is_exact_where_its_inverse_hessian_is():
     data uninformative): L-BFGS's inverse Hessian is the identity from the first
     point of the path, so every approximation on it is the target itself: mean
     `m` (the Newton step `θ + H ∇ln p` from any point) and scale 1."""
-    problem = Problem()
-    m = np.linspace(-1.0, 1.0, N)
-
-    def log_prob(x):
-        return jnp.sum(-0.5 * (jnp.ravel(x) - m) ** 2 - 0.5 * jnp.log(2 * jnp.pi))
-
-    prior = em.ParameterPrior(lambda mod: mod.params, log_prob)
-    wide = em.VisChi2(
-        problem.term.forward, problem.vis, np.full(problem.vis.shape, 1e9)
-    )
-    post = em.Posterior(wide, [prior], problem.model)
+    m, post = isotropic_target()
     res = em.sample(
         post,
         key=jax.random.key(2),
@@ -402,17 +409,7 @@ def test_pathfinder_chains_over_a_mesh_are_exact_on_an_isotropic_target():
     mesh). A path is not compared step by step with the one-device run's: the
     line search's branch decisions follow rounding, which differs between the
     two compilations, so paths can part after a step or two (both valid)."""
-    problem = Problem()
-    m = np.linspace(-1.0, 1.0, N)
-
-    def log_prob(x):
-        return jnp.sum(-0.5 * (jnp.ravel(x) - m) ** 2 - 0.5 * jnp.log(2 * jnp.pi))
-
-    prior = em.ParameterPrior(lambda mod: mod.params, log_prob)
-    wide = em.VisChi2(
-        problem.term.forward, problem.vis, np.full(problem.vis.shape, 1e9)
-    )
-    post = em.Posterior(wide, [prior], problem.model)
+    m, post = isotropic_target()
     mesh = mesh_of(4)
     res = em.sample(
         post,
