@@ -309,12 +309,18 @@ def test_meanfield_with_a_schedule_and_a_positive_leaf():
 
 
 @pytest.mark.slow
-def test_pathfinder_is_exact_where_its_inverse_hessian_is():
+@pytest.mark.parametrize("devices", [None, 2], ids=["one-device", "mesh"])
+def test_pathfinder_is_exact_where_its_inverse_hessian_is(devices):
     """An isotropic unit-variance Gaussian target `N(m, I)` (a prior alone, the
     data uninformative): L-BFGS's inverse Hessian is the identity from the first
     point of the path, so every approximation on it is the target itself: mean
-    `m` (the Newton step `θ + H ∇ln p` from any point) and scale 1."""
+    `m` (the Newton step `θ + H ∇ln p` from any point) and scale 1. Also with the
+    chains on a 2-device mesh (`shard_map` over the chains axis; a path is not
+    compared step by step with the one-device run's there: the line search's
+    branch decisions follow rounding, which differs between the two
+    compilations, so paths can part after a step or two, both valid)."""
     m, post = isotropic_target()
+    mesh = None if devices is None else mesh_of(devices)
     res = em.sample(
         post,
         key=jax.random.key(2),
@@ -322,7 +328,11 @@ def test_pathfinder_is_exact_where_its_inverse_hessian_is():
         num_chains=2,
         num_samples=300,
         jitter=1.0,
+        mesh=mesh,
     )
+    if mesh is not None:
+        shards = {s.device for s in res.positions.addressable_shards}
+        assert shards == set(mesh.devices.flat)
     st = {k: np.asarray(v) for k, v in res.stats.items()}
     np.testing.assert_allclose(st["mean"], np.broadcast_to(m, (2, N)), atol=1e-6)
     np.testing.assert_allclose(st["scale"], 1.0, atol=1e-6)
@@ -398,30 +408,4 @@ def test_meanfield_chains_over_a_mesh_equal_one_device():
     for k in plain.stats:
         np.testing.assert_allclose(spread.stats[k], plain.stats[k], rtol=1e-10)
     devices = {s.device for s in spread.positions.addressable_shards}
-    assert devices == set(mesh.devices.flat)
-
-
-@pytest.mark.slow
-def test_pathfinder_chains_over_a_mesh_are_exact_on_an_isotropic_target():
-    """Pathfinder's chains on 4 virtual devices (`shard_map` over the chains
-    axis), on the isotropic target where every point of every L-BFGS path gives
-    the target itself: each chain's Gaussian is `N(m, I)` (its draws on the
-    mesh). A path is not compared step by step with the one-device run's: the
-    line search's branch decisions follow rounding, which differs between the
-    two compilations, so paths can part after a step or two (both valid)."""
-    m, post = isotropic_target()
-    mesh = mesh_of(4)
-    res = em.sample(
-        post,
-        key=jax.random.key(2),
-        method="pathfinder",
-        num_chains=4,
-        num_samples=50,
-        jitter=1.0,
-        mesh=mesh,
-    )
-    st = {k: np.asarray(v) for k, v in res.stats.items()}
-    np.testing.assert_allclose(st["mean"], np.broadcast_to(m, (4, N)), atol=1e-6)
-    np.testing.assert_allclose(st["scale"], 1.0, atol=1e-6)
-    devices = {s.device for s in res.positions.addressable_shards}
     assert devices == set(mesh.devices.flat)
