@@ -105,6 +105,10 @@ class _Unchecked:
 # checks in the core lane. They run in the slow lane, which keeps the core lane
 # under 4 minutes on 2 cores.
 SLOW_CASES = {
+    # Geometric models through sharded terms (each compiles sharded programs).
+    "tests/test_sharding.py::test_geometric_model_keeps_its_analytic_visibilities[cphase]",
+    "tests/test_sharding.py::test_geometric_model_keeps_its_analytic_visibilities[vis]",
+    "tests/test_multifreq_sharding.py::test_geometric_model_keeps_its_analytic_visibilities",
     # Four closure scorings of a real file (about 5 s).
     "tests/test_multifreq_cli.py::test_band_scores_are_closure_score_with_the_chi2_scatter",
     # Issue 39's and this session's heaviest (measured 2026-11-29, quiet cores).
