@@ -7,8 +7,9 @@ from real data" and "Simulation-based calibration"):
    and log closure amplitudes of M87 2017-04-06 (low band, scan-averaged): the
    posterior of the ring's diameter, against the EHT's 42 ± 3 µas (Paper VI).
 2. **image**: a 32×32 log-image posterior of M87 2017-04-11 (low band) from
-   closures, under a Gaussian Markov random field prior: NUTS with 4 chains, split
-   R̂ of every pixel, the posterior mean and standard-deviation images.
+   closures, under a Gaussian Markov random field prior, sampled whitened (white
+   noise ζ, ln I = μ + L ζ): NUTS with 4 chains, split R̂ of every pixel's ln I,
+   the posterior mean and standard-deviation images.
 3. **sbc**: simulation-based calibration of the ring model on the 2017-04-06
    coverage: θ drawn from the prior, closure data simulated with the file's σ,
    the posterior sampled, the rank of θ among the draws; a χ² test of the rank
