@@ -7,8 +7,9 @@ from real data" and "Simulation-based calibration"):
    and log closure amplitudes of M87 2017-04-06 (low band, scan-averaged): the
    posterior of the ring's diameter, against the EHT's 42 ± 3 µas (Paper VI).
 2. **image**: a 32×32 log-image posterior of M87 2017-04-11 (low band) from
-   closures, under a Gaussian Markov random field prior: NUTS with 4 chains, split
-   R̂ of every pixel, the posterior mean and standard-deviation images.
+   closures, under a Gaussian Markov random field prior, sampled whitened (white
+   noise ζ, ln I = μ + L ζ): NUTS with 4 chains, split R̂ of every pixel's ln I,
+   the posterior mean and standard-deviation images.
 3. **sbc**: simulation-based calibration of the ring model on the 2017-04-06
    coverage: θ drawn from the prior, closure data simulated with the file's σ,
    the posterior sampled, the rank of θ among the draws; a χ² test of the rank
@@ -32,6 +33,7 @@ import argparse
 import functools
 import json
 import math
+import os
 import pathlib
 import time
 
@@ -212,83 +214,85 @@ def fit_ring(path, q, key, figures):
 
 
 # ------------------------------------------------------------------ 2. the image
-def gmrf_tau(grid, kappa, marginal_std):
-    """τ that gives the GMRF a pixel-averaged marginal standard deviation
-    `marginal_std`: `mean diag Q⁻¹ = (1/nτ) Σ_jk 1/(κ² + λ_jk)` (Q's eigenvectors
-    are the grid's DCT basis, orthonormal)."""
-    ny, nx = grid.shape
-    ly = 4 * np.sin(np.pi * np.arange(ny) / (2 * ny)) ** 2
-    lx = 4 * np.sin(np.pi * np.arange(nx) / (2 * nx)) ** 2
-    lam = ly[:, None] + lx[None, :]
-    return float(np.mean(1.0 / (kappa**2 + lam)) / marginal_std**2)
-
-
 def image_posterior(path, q, key, figures):
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     # --8<-- [start:image]
     npix = q["npix"]
     grid = em.ImageGrid.from_fov(npix, 128.0)  # 4 µas pixels at 32²
     objective, data = closure_objective(path, grid)
     # The prior: a GMRF on the log image around the log of a 50 µas Gaussian of
-    # 0.6 Jy, with a correlation length 1/κ of 12 µas (3 pixels at 32²) and a
-    # marginal σ of 1.5 in ln I (a factor e^1.5 ≈ 4.5 either way).
+    # 0.6 Jy, with a correlation length ρ of 12 µas (3 pixels at 32²) and a
+    # pixel-averaged marginal σ of 1.5 in ln I (a factor e^1.5 ≈ 4.5 either way),
+    # both fixed. Whitened (non-centred): the parameters are white noise ζ and
+    # ln I = μ + L ζ with L Lᵀ = Q⁻¹, so the GMRF prior is ζ ~ N(0, I).
     mean_image = np.asarray(em.GaussianImage(grid, FLUX, uas(50.0))())
-    kappa = 128.0 / npix / 12.0  # pixel size / correlation length
-    tau = gmrf_tau(grid, kappa, 1.5)
-    gmrf = em.GMRFPrior(grid, tau=tau, kappa=kappa, mean=np.log(mean_image))
+    model = em.GMRFImage(grid, sigma=1.5, rho=12.0 / (128.0 / npix),
+                         mean=np.log(mean_image))  # fmt: skip
+
+    def white_noise(leaf):  # the parameters: ζ only (σ, ρ held fixed)
+        return em.is_real_float_array(leaf) and leaf.ndim == 2
 
     # The total flux: ln Σ I ~ N(ln 0.6, 0.02²), a soft constraint on the one
-    # direction closures do not see.
-    def flux_prior(x):
-        return normal(math.log(FLUX), 0.02)(jax.nn.logsumexp(x))
+    # direction closures do not see (a prior on ζ through the image it makes).
+    def flux_prior(zeta):
+        log_image = eqx.tree_at(lambda m: m.params, model, zeta).log_image()
+        return normal(math.log(FLUX), 0.02)(jax.nn.logsumexp(log_image))
 
-    model = em.PixelImage(grid, np.log(mean_image))  # log pixels
-    posterior = em.Posterior(
-        objective, [gmrf, em.ParameterPrior(lambda m: m.params, flux_prior)], model
-    )
-    start = em.solve(posterior, model, max_steps=q["map_steps"]).model  # the MAP
+    priors = [em.ParameterPrior(lambda m: m.params, normal(0.0, 1.0)),  # the GMRF
+              em.ParameterPrior(lambda m: m.params, flux_prior)]  # fmt: skip
+    posterior = em.Posterior(objective, priors, model, params=white_noise)
+    start = em.solve(posterior, model, params=white_noise,
+                     max_steps=q["map_steps"]).model  # the MAP  # fmt: skip
     samples = em.sample(posterior, start, key=key, num_warmup=q["image_warmup"],
                         num_samples=q["image_draws"], num_chains=4)  # fmt: skip
-    rhat = samples.rhat()  # one per pixel (of ln I)
-    images = np.exp(np.asarray(samples.positions))  # (chains, draws, pixels), Jy/pixel
-    mean = images.mean(axis=(0, 1)).reshape(grid.shape)
-    std = images.std(axis=(0, 1)).reshape(grid.shape)
+    rhat = samples.rhat(lambda m: m.log_image())  # one per pixel, of ln I
+    ess = samples.ess(lambda m: m.log_image())
+    images = np.asarray(eqx.filter_vmap(eqx.filter_vmap(lambda m: m()))(samples.draws))
+    mean = images.mean(axis=(0, 1))  # (chains, draws, ny, nx) → Jy/pixel
+    std = images.std(axis=(0, 1))
     # --8<-- [end:image]
-    seconds = time.perf_counter() - t0
+    seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     report = objective.report(mean)
+    tau, kappa = model.tau_kappa()
     out = {
         "npix": npix,
-        "tau": tau,
-        "kappa": kappa,
+        "tau": float(tau),
+        "kappa": float(kappa),
+        "rhat_of": "ln I per pixel",
         "rhat_max": float(rhat.max()),
         "rhat_median": float(np.median(rhat)),
         "rhat_below_1.01": float(np.mean(rhat < 1.01)),
         "rhat_below_1.05": float(np.mean(rhat < 1.05)),
-        "ess_min": float(samples.ess().min()),
-        "ess_median": float(np.median(samples.ess())),
+        "rhat_max_white_noise": float(samples.rhat().max()),
+        "ess_min": float(ess.min()),
+        "ess_median": float(np.median(ess)),
         "divergences": int(np.sum(samples.divergences)),
         "mean_steps": float(np.mean(samples.stats["num_integration_steps"])),
+        "step_size": np.asarray(samples.stats["step_size"]).tolist(),
         "flux_mean": float(mean.sum()),
         "chi2_at_mean": {k: float(v) for k, v in report.items()},
         "seconds": seconds,
+        "cpu_seconds": cpu,
+        "load_average": list(os.getloadavg()),
         "mean_image": mean.tolist(),
         "std_image": std.tolist(),
-        "rhat_image": rhat.reshape(grid.shape).tolist(),
+        "rhat_image": rhat.tolist(),
     }
     print(
-        f"image: {npix}² log pixels, R̂ max {out['rhat_max']:.4f}, median "
-        f"{out['rhat_median']:.4f}, {100 * out['rhat_below_1.01']:.1f} % of pixels "
-        f"below 1.01; ESS min {out['ess_min']:.0f}; {out['divergences']} "
-        f"divergences; {out['mean_steps']:.0f} leapfrog steps per draw; flux "
+        f"image: {npix}² whitened log pixels, R̂ of ln I max {out['rhat_max']:.4f}, "
+        f"median {out['rhat_median']:.4f}, {100 * out['rhat_below_1.01']:.1f} % of "
+        f"pixels below 1.01; ESS min {out['ess_min']:.0f}, median "
+        f"{out['ess_median']:.0f}; {out['divergences']} divergences; "
+        f"{out['mean_steps']:.0f} leapfrog steps per draw; flux "
         f"{out['flux_mean']:.3f} Jy; χ² at the mean {out['chi2_at_mean']}; "
-        f"{seconds:.1f} s"
+        f"{seconds:.1f} s wall, {cpu:.1f} s CPU, load {out['load_average']}"
     )
     if figures:
         fig, axes = figures.subplots(1, 3, figsize=(13, 3.9))
         em.plot_image(mean, grid, ax=axes[0], title="posterior mean")
         em.plot_image(std, grid, ax=axes[1], title="posterior std")
         extent = axes[0].get_images()[0].get_extent()
-        shown = axes[2].imshow(rhat.reshape(grid.shape), extent=extent, cmap="viridis")
+        shown = axes[2].imshow(rhat, extent=extent, cmap="viridis")
         fig.colorbar(shown, ax=axes[2], label="split R̂")
         axes[2].set_title(f"split R̂ per pixel (max {rhat.max():.3f})")
         axes[2].set_xlabel(axes[0].get_xlabel())
@@ -399,7 +403,7 @@ def sbc(path, q, seed, figures):
 # The default run is sized for a shared 2-core CPU (docs/posteriors.md gives its
 # numbers and wall times); `--set NAME=INT` raises any of them.
 FULL = dict(ring_warmup=100, ring_draws=150, ring_chains=4,
-            npix=32, map_steps=200, image_warmup=200, image_draws=500,
+            npix=32, map_steps=200, image_warmup=500, image_draws=2000,
             sbc_reps=12, sbc_warmup=30, sbc_draws=30, sbc_thin=2, sbc_bins=4)  # fmt: skip
 QUICK = dict(ring_warmup=60, ring_draws=60, ring_chains=2,
              npix=16, map_steps=100, image_warmup=40, image_draws=20,

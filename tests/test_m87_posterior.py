@@ -5,6 +5,7 @@ built from against plain numpy."""
 import importlib.util
 import pathlib
 
+import equinox as eqx
 import numpy as np
 import pytest
 from scipy import stats
@@ -20,15 +21,22 @@ def load():
     return module
 
 
-def test_gmrf_tau_gives_the_marginal_variance():
-    """`gmrf_tau`'s closed form against the mean diagonal of a dense `Q⁻¹`, `Q =
-    τ(κ²I + Δ)` with `Δ` the 4-neighbour graph Laplacian written out."""
-    ex = load()
+def test_whitened_image_prior_is_the_fixed_gmrf():
+    """The image show's prior, a non-centred `GMRFImage` with σ, ρ held fixed,
+    is the centred GMRF of fixed `τ`, `κ = 1/ρ` it replaced: its log image
+    `μ + L ζ` (`ζ ~ N(0, I)`) has mean `μ` and covariance `L Lᵀ = Q⁻¹`,
+    `Q = τ(κ²I + Δ)` with `Δ` the 4-neighbour graph Laplacian written out and `τ`
+    set so that the mean diagonal of `Q⁻¹` is σ² (dense numpy)."""
+    import jax
+
     import eqmodels as em
 
-    ny, nx, kappa, std = 5, 7, 0.3, 1.5
+    jax.config.update("jax_enable_x64", True)
+    ny, nx, rho, std = 5, 7, 3.0, 1.5
+    kappa = 1.0 / rho
     grid = em.ImageGrid.from_fov((ny, nx), 50.0)
-    tau = ex.gmrf_tau(grid, kappa, std)
+    mu = np.random.default_rng(0).normal(size=(ny, nx))
+    model = em.GMRFImage(grid, sigma=std, rho=rho, mean=mu)
     n = ny * nx
     lap = np.zeros((n, n))
     for i in range(ny):
@@ -40,8 +48,21 @@ def test_gmrf_tau_gives_the_marginal_variance():
                     lap[b, b] += 1
                     lap[a, b] -= 1
                     lap[b, a] -= 1
-    cov = np.linalg.inv(tau * (kappa**2 * np.eye(n) + lap))
+    unit = np.linalg.inv(kappa**2 * np.eye(n) + lap)
+    tau = np.mean(np.diag(unit)) / std**2
+    cov = unit / tau  # Q⁻¹
     assert np.mean(np.diag(cov)) == pytest.approx(std**2, rel=1e-12)
+
+    def log_image(zeta):
+        return eqx.tree_at(lambda m: m.params, model, zeta).log_image().ravel()
+
+    zeta0 = np.zeros((ny, nx))
+    np.testing.assert_allclose(np.asarray(log_image(zeta0)), mu.ravel(), rtol=1e-12)
+    # the map is affine: its columns are the images of the unit vectors, less μ
+    basis = np.eye(n).reshape(n, ny, nx)
+    lmat = (np.asarray(jax.vmap(log_image)(basis)) - mu.ravel()).T
+    np.testing.assert_allclose(lmat @ lmat.T, cov, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(float(model.tau_kappa()[0]), tau, rtol=1e-12)
 
 
 @pytest.mark.slow  # real data

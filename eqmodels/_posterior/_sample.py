@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
-from jaxtyping import Array, Float, Int, PRNGKeyArray, PyTree
+from jaxtyping import Array, ArrayLike, Float, Int, PRNGKeyArray, PyTree
 
 from .._progress import progress_bar
 from .._solvers._checkpoint import fingerprint
@@ -66,16 +66,40 @@ class Samples(eqx.Module):
             )
         return jnp.sum(self.stats["is_divergent"], axis=1)
 
-    def rhat(self) -> np.ndarray:
-        """Split R̂ of each unconstrained coordinate (`positions`, `(n,)`, numpy):
-        below about 1.01 when the chains agree (BDA3 §11.4; needs ≥ 4 draws)."""
-        return split_rhat(np.asarray(self.positions))
+    def rhat(self, of: Callable[[PyTree], ArrayLike] | None = None) -> np.ndarray:
+        """Split R̂ of each unconstrained coordinate (`positions`, `(n,)`, numpy),
+        or of each element of `of(draw)`: below about 1.01 when the chains agree
+        (BDA3 §11.4; needs ≥ 4 draws).
 
-    def ess(self) -> np.ndarray:
+        **Arguments:** `of` (optional), a function of one draw's model returning an
+        array (e.g. `lambda m: m.log_image()`, a pixel image of a reparametrised
+        model), evaluated at every draw (`eqx.filter_vmap` over the chains and
+        draws).
+
+        **Returns:** `(n,)` for the positions; the shape of `of`'s output otherwise.
+        """
+        return split_rhat(self._quantity(of, "rhat"))
+
+    def ess(self, of: Callable[[PyTree], ArrayLike] | None = None) -> np.ndarray:
         """The effective sample size of each unconstrained coordinate (`(n,)`,
         numpy; Stan's estimator over the split chains, ArviZ's
-        `ess(method="mean")`)."""
-        return ess(np.asarray(self.positions))
+        `ess(method="mean")`), or of each element of `of(draw)` (as in `rhat`)."""
+        return ess(self._quantity(of, "ess"))
+
+    def _quantity(self, of, name: str) -> np.ndarray:
+        if of is None:
+            return np.asarray(self.positions)
+        if not callable(of):
+            raise TypeError(
+                f"`of` must be a function of one draw's model (e.g. "
+                f"`samples.{name}(lambda m: m.log_image())`), got {of!r}."
+            )
+        values = eqx.filter_vmap(eqx.filter_vmap(of))(self.draws)
+        if not eqx.is_array(values):
+            raise TypeError(
+                f"`of` must return one array per draw, got {type(values).__name__}."
+            )
+        return np.asarray(values)
 
 
 def sample(
