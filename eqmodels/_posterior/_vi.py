@@ -35,6 +35,8 @@ NUTS_ARGS = (
     "mesh",
     "axis_name",
     "num_integration_steps",
+    "dense_mass",
+    "chain_method",
     "checkpoint",
     "checkpoint_every",
     "progress",
