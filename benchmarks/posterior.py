@@ -30,7 +30,7 @@ A. **Log posterior, value and gradient** (in the model's own coordinates, flat
      one of the same function (`time_interleaved(warm_cache=True)`), so its data
      are in cache as eht-imaging's are in its consecutive calls (`time_call`);
      Python dispatch included. For reference, the same jitted with the
-     posterior's arrays as arguments (a pytree flattened on every call: ~0.1 ms
+     posterior's arrays as arguments (a pytree flattened on every call: ~0.07 ms
      more). In a loop: per evaluation inside one compiled `lax.scan` of 100
      evaluations (no dispatch: what a compiled sampler pays).
 
