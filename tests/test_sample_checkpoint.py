@@ -521,3 +521,46 @@ def test_a_run_killed_with_sigkill_resumes_bit_for_bit(problem, plain, tmp_path)
     assert seen == [S]  # only the last chunk ran here
     assert_same(resumed, plain)
     assert not (folder / "sample.lock").exists()
+
+
+@pytest.mark.slow
+def test_dense_mass_matrix_resumes_bit_for_bit(problem, tmp_path):
+    """`dense_mass=True`: the adapted `(chains, n, n)` inverse mass matrix is
+    saved after warm-up and read back, so a resumed run equals an uninterrupted
+    one bit for bit; a folder of a diagonal run is refused."""
+    p = problem.posterior
+    whole = em.sample(p, num_samples=S, dense_mass=True, **KW)
+    imm = np.asarray(whole.stats["inverse_mass_matrix"])
+    assert imm.shape == (2, 16, 16)
+    np.testing.assert_allclose(imm, np.swapaxes(imm, 1, 2), rtol=1e-10, atol=0)
+    assert np.all(np.linalg.eigvalsh(imm) > 0)
+    folder = tmp_path / "dense"
+
+    class Stop(Exception):
+        pass
+
+    def stop(done, samples):
+        raise Stop
+
+    with pytest.raises(Stop):
+        em.sample(
+            p,
+            num_samples=S,
+            dense_mass=True,
+            checkpoint=folder,
+            checkpoint_every=EVERY,
+            callback=stop,
+            **KW,
+        )
+    resumed = em.sample(
+        p,
+        num_samples=S,
+        dense_mass=True,
+        checkpoint=folder,
+        checkpoint_every=EVERY,
+        **KW,
+    )
+    assert_same(resumed, whole)
+    np.testing.assert_array_equal(resumed.stats["inverse_mass_matrix"], imm)
+    with pytest.raises(CheckpointError, match="dense_mass"):
+        em.sample(p, num_samples=S, checkpoint=folder, checkpoint_every=EVERY, **KW)

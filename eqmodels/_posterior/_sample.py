@@ -24,6 +24,7 @@ from ._vi import check_vi_args, sample_vi, VI_METHODS
 
 
 METHODS = ("nuts", "hmc", *VI_METHODS)
+CHAIN_METHODS = ("vectorized", "sequential")
 
 
 class Samples(eqx.Module):
@@ -38,7 +39,8 @@ class Samples(eqx.Module):
       at each draw, `(chains, samples)`.
     - `stats`: `acceptance_rate`, `is_divergent`, `num_integration_steps`
       (each `(chains, samples)`; HMC's is its fixed number), and the adapted
-      `step_size` `(chains,)` and `inverse_mass_matrix` `(chains, n)`. For
+      `step_size` `(chains,)` and `inverse_mass_matrix` `(chains, n)`
+      (`(chains, n, n)` with `dense_mass=True`). For
       `method="meanfield"`: `elbo`
       `(chains, num_steps)` (the ELBO estimate at each step), the fitted
       Gaussian's `mean` and `scale` (its standard deviations) `(chains, n)`,
@@ -114,6 +116,8 @@ def sample(
     jitter: float = 0.1,
     target_acceptance_rate: float = 0.8,
     num_integration_steps: int | None = None,
+    dense_mass: bool = False,
+    chain_method: str | None = None,
     mesh: Mesh | None = None,
     axis_name: str = "chains",
     checkpoint: str | os.PathLike | None = None,
@@ -126,8 +130,8 @@ def sample(
     history_size: int | None = None,
 ) -> Samples:
     """Draw from a [`eqmodels.Posterior`][] with NUTS or HMC (blackjax's `nuts` or
-    `hmc`, with `window_adaptation` of the step size and a diagonal mass matrix),
-    the chains vmapped in one compiled program. Sampling is in the posterior's flat
+    `hmc`, with `window_adaptation` of the step size and a diagonal or dense mass
+    matrix), all chains in one compiled program. Sampling is in the posterior's flat
     unconstrained coordinates (positive leaves as `ln θ`, their Jacobian
     included); the draws are returned as models.
 
@@ -157,6 +161,22 @@ def sample(
     - `target_acceptance_rate`: the dual-averaging target of the adaptation.
     - `num_integration_steps`: HMC's leapfrog steps per draw (default 10;
       `method="hmc"` only: NUTS chooses its own).
+    - `dense_mass`: adapt a dense inverse mass matrix (the draws' covariance,
+      regularised as Stan does) instead of a diagonal one: for posteriors with
+      strongly correlated coordinates, where a diagonal one leaves NUTS many
+      small steps along the correlations (or divergences). It costs an `n × n`
+      matrix-vector product per leapfrog step (nothing beside a density of a few
+      dozen parameters) and needs enough warm-up draws to estimate `n²/2`
+      covariances.
+    - `chain_method`: how the chains share the compiled program:
+      `"vectorized"` (`jax.vmap`: the chains' steps batched, what a GPU wants;
+      each NUTS step then runs as long as the longest of the chains' trajectories)
+      or `"sequential"` (`lax.map`: one chain after another, each at its own
+      trajectory length, the density unbatched: several times faster on a CPU,
+      where batching buys little and turns data-dependent branches into
+      selects of both). Default (`None`): `"sequential"` on a CPU without a
+      `mesh`, else `"vectorized"`. A `mesh` needs `"vectorized"` (its chains
+      axis is batched and sharded). The draws are the same up to rounding.
     - `mesh`, `axis_name`: to spread the chains over devices, a
       `jax.sharding.Mesh` with an axis `axis_name` whose size divides
       `num_chains`: the chains' starts and keys are sharded along it (the
@@ -223,6 +243,8 @@ def sample(
             mesh=mesh,
             axis_name=axis_name,
             num_integration_steps=num_integration_steps,
+            dense_mass=dense_mass,
+            chain_method=chain_method,
             checkpoint=checkpoint,
             checkpoint_every=checkpoint_every,
             progress=progress,
@@ -288,6 +310,20 @@ def sample(
             f"`num_integration_steps` is for `method='hmc'`; {method!r} chooses its "
             "own number of steps: leave it out."
         )
+    dense_mass = check_flag("dense_mass", dense_mass)
+    if chain_method is not None and chain_method not in CHAIN_METHODS:
+        raise ValueError(
+            f"`chain_method` must be one of {CHAIN_METHODS} or None (automatic), got "
+            f"{chain_method!r}."
+        )
+    if mesh is not None and chain_method == "sequential":
+        raise ValueError(
+            "`chain_method='sequential'` cannot spread the chains over a `mesh`: "
+            "give `chain_method='vectorized'` (or None) with a mesh."
+        )
+    if chain_method is None:
+        on_cpu = jax.default_backend() == "cpu"
+        chain_method = "sequential" if on_cpu and mesh is None else "vectorized"
     if checkpoint_every is not None and (
         not _is_int(checkpoint_every) or checkpoint_every < 1
     ):
@@ -339,6 +375,8 @@ def sample(
                 "jitter": float(jitter),
                 "target_acceptance_rate": float(target_acceptance_rate),
                 "num_integration_steps": num_integration_steps,
+                # (only when set: earlier runs' folders keep their fingerprint)
+                **({"dense_mass": True} if dense_mass else {}),
                 "init": _digest(z0),
                 "key": _digest(jax.random.key_data(key)),
                 "key_impl": str(jax.random.key_impl(key)),
@@ -367,6 +405,8 @@ def sample(
             num_warmup=int(num_warmup),
             num_samples=num_samples,
             target=float(target_acceptance_rate),
+            sequential=chain_method == "sequential",
+            dense=dense_mass,
             chunk=int(checkpoint_every),
             place=place,
             folder=folder,

@@ -35,6 +35,8 @@ NUTS_ARGS = (
     "num_warmup",
     "target_acceptance_rate",
     "num_integration_steps",
+    "dense_mass",
+    "chain_method",
     "checkpoint",
     "checkpoint_every",
     "progress",
