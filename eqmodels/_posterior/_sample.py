@@ -214,8 +214,8 @@ def sample(
     fits its own Gaussian approximation from its start and draws `num_samples`
     independent draws from it (with `mesh`, each device fits its own chains);
     `num_warmup`, `target_acceptance_rate`, `num_integration_steps`,
-    `checkpoint`, `checkpoint_every`, `progress` and `callback` are the
-    samplers' and refused there. Their arguments (refused by
+    `dense_mass`, `chain_method`, `checkpoint`, `checkpoint_every`, `progress`
+    and `callback` are the samplers' and refused there. Their arguments (refused by
     the other methods; `None`: the default):
 
     - `num_steps`: Adam steps (meanfield, default 2000) or the most L-BFGS

@@ -62,8 +62,9 @@ def image_multifreq(
        ([`eqmodels.AtFrequency`][]; closures, so the per-band gains do not
        enter), on the prepared data with the recipe's 5 µas reverse taper undone
        (the band images of step 1 are the recipe's final images, blurred by those
-       5 µas, so the joint model is an image of the same kind), weighted as in the recipe's last round (20 and 20 per band), the
-       recipe's regularizers on `I₀` (`simple` towards the starting image, `tv`,
+       5 µas, so the joint model is an image of the same kind), weighted as in
+       the recipe's last round (20 and 20 per band), the recipe's regularizers
+       on `I₀` (`simple` towards the starting image, `tv`,
        `tv2`, `flux`; normalised) and [`eqmodels.SpectralL2`][] +
        [`eqmodels.SpectralTV`][] on `α` (`spectral_weights`), L-BFGS over
        `(ln I₀, α)`: at most 500 steps (30 with `fast`; `iterations` if given).
