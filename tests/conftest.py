@@ -109,6 +109,7 @@ SLOW_CASES = {
     "tests/test_sharding.py::test_geometric_model_keeps_its_analytic_visibilities[cphase]",
     "tests/test_sharding.py::test_geometric_model_keeps_its_analytic_visibilities[vis]",
     "tests/test_multifreq_sharding.py::test_geometric_model_keeps_its_analytic_visibilities",
+    "tests/test_multifreq.py::test_geometric_model_keeps_its_analytic_visibilities_at_a_frequency",
     # Four closure scorings of a real file (about 5 s).
     "tests/test_multifreq_cli.py::test_band_scores_are_closure_score_with_the_chi2_scatter",
     # Issue 39's and this session's heaviest (measured 2026-11-29, quiet cores).

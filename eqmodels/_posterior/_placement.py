@@ -55,6 +55,8 @@ def chain_starts(posterior, init, key, num_chains: int, jitter, mesh, axis_name)
     `±jitter` per coordinate) and keys, on the mesh's
     devices when one is given (see `chain_placement`). Refuses an `init` where
     the posterior's log density is not finite."""
+    # The mesh is checked first: argument errors before any evaluation.
+    place, mesh, axis_name = chain_placement(mesh, axis_name, num_chains)
     z0 = posterior.to_unconstrained(init)
     if not np.isfinite(np.asarray(posterior.log_density_unconstrained(z0))):
         raise ValueError(
@@ -68,7 +70,6 @@ def chain_starts(posterior, init, key, num_chains: int, jitter, mesh, axis_name)
     keys = jax.random.split(k_run, num_chains)
     # Sharded by placement (GSPMD) on a mesh: an explicit-axes mesh would need the
     # samplers' code sharding-aware, so its axes are used as automatic ones.
-    place, mesh, axis_name = chain_placement(mesh, axis_name, num_chains)
     if mesh is not None:
         z0s, keys = place(z0s), place(keys)
     return Starts(z0, z0s, keys, place, mesh, axis_name)
