@@ -88,6 +88,40 @@ def np_crescent(u, v, f, R, r, dx, dy):
 BETA = [0.2 - 0.1j, 0.05j, -0.03 + 0.02j]
 
 
+def test_bessel_power_series_branch_matches_scipy():
+    # every |z| ≤ 6: the power-series branch (float64), both signs, all orders
+    z = np.concatenate([np.linspace(-6, 6, 601), [0.0, 1e-300, -1e-300]])
+    j = np.asarray(bessel_j(MAX_ORDER, jnp.asarray(z)))
+    for m in range(MAX_ORDER + 1):
+        np.testing.assert_allclose(j[m], sp.jv(m, z), rtol=0, atol=2e-15)
+    for z0 in (0.3, -2.2, 5.9):
+        g = jax.grad(lambda t: bessel_j(3, t)[2])(jnp.asarray(z0))
+        np.testing.assert_allclose(float(g), sp.jvp(2, z0), rtol=1e-12, atol=1e-15)
+
+
+def test_bessel_branches_agree_at_the_switch():
+    # the same points evaluated by the series (all |z| ≤ 6) and by the table (one
+    # more point beyond 6 in the call): the two methods agree to rounding
+    z = np.linspace(0.0, 6.0, 301)
+    series = np.asarray(bessel_j(4, jnp.asarray(z)))
+    table = np.asarray(bessel_j(4, jnp.asarray(np.r_[z, 6.5])))[:, :-1]
+    np.testing.assert_allclose(series, table, rtol=0, atol=3e-15)
+    assert not np.array_equal(series, table)  # two methods, not one
+    # under vmap over a batched argument (both branches computed, one selected)
+    batch = jnp.asarray(np.stack([z, z + 0.5]))
+    v = np.asarray(jax.vmap(lambda x: bessel_j(4, x))(batch))
+    np.testing.assert_allclose(v[0], series, rtol=0, atol=0)
+    np.testing.assert_allclose(v[1], sp.jv(np.arange(5)[:, None], z + 0.5), atol=2e-15)
+
+
+def test_bessel_float32():
+    for z in (np.linspace(-2, 2, 101), np.linspace(-30, 30, 301)):  # series, table
+        j = np.asarray(bessel_j(5, jnp.asarray(z, jnp.float32)))
+        assert j.dtype == np.float32
+        for m in range(6):
+            np.testing.assert_allclose(j[m], sp.jv(m, z), rtol=0, atol=3e-7)
+
+
 def test_bessel_matches_scipy():
     z = np.concatenate([np.linspace(-30, 1200, 1231), [0.0, 1e-300, 399.9, 400.1]])
     j = np.asarray(bessel_j(MAX_ORDER, jnp.asarray(z)))

@@ -3,7 +3,14 @@
 `jax.scipy.special.bessel_jn` (jax 0.10) returns NaN at 0 and wrong values beyond
 `z ≈ 10`, so the geometric models use their own:
 
-- `|z| ≤ 400`: piecewise Taylor polynomials. `[0, 400]` is cut into intervals of
+- every `|z| ≤ 6` (float64; `≤ 2` in float32): the power series
+  `J_m(z) = (z/2)^m Σ_{k ≤ 20} (−z²/4)^k / (k! (k + m)!)` (Horner in `z²/4`; the
+  omitted terms are below 3e-18, the rounding of its largest term below 2e-15, in
+  float32 below 1e-7: its terms are then at most 1). This is what the m-rings of
+  EHT data need (`z = 2π R ρ ≈ 5` for a 42 µas ring at 8 Gλ), about 4× cheaper
+  than the table below, which needs a gather. One branch for the whole call
+  (`lax.cond` on `max |z|`; under `vmap` with a batched argument both run);
+- otherwise, `|z| ≤ 400`: piecewise Taylor polynomials. `[0, 400]` is cut into intervals of
   width 2; on each, `J_m` is its Taylor series of degree 18 about the interval's
   centre `c` (remainder below `1/19! ≈ 8e-18`, since every derivative of `J_m` is
   bounded by 1). The coefficients `J_m^{(k)}(c)/k!` come from
@@ -41,6 +48,10 @@ _WIDTH = 2.0  # Taylor intervals [2i, 2i + 2), centres 2i + 1
 _INTERVALS = int(_SWITCH / _WIDTH)
 _DEGREE = 18
 _TABLE_NODES = 1024  # trapezoid nodes over the period, for the table's values
+_SERIES_TERMS = 20  # power series: k = 0..20
+#: the largest |z| the power series is used for, by dtype (its rounding error
+#: grows with its largest term, about e^{|z|}/(2π|z|))
+_SERIES_MAX = {np.dtype(np.float64): 6.0, np.dtype(np.float32): 2.0}
 
 
 def _trapezoid_jn(n_max: int, z: np.ndarray) -> np.ndarray:
@@ -119,6 +130,42 @@ def _bessel_jvp(order: int, primals, tangents):
 @functools.partial(jax.jit, static_argnums=0)
 def _evaluate(order: int, z):
     z = jnp.asarray(z)
+    limit = _SERIES_MAX.get(np.dtype(z.dtype), 0.0)
+    if z.size == 0 or limit == 0.0:
+        return _general(order, z)
+    return jax.lax.cond(
+        jnp.max(jnp.abs(z)) <= limit,
+        lambda: _power_series(order, z),
+        lambda: _general(order, z),
+    )
+
+
+def _power_series(order: int, z):
+    """`J_0 ... J_order` by the power series about 0 (for `|z|` up to
+    `_SERIES_MAX`): `J_m(z) = h^m Σ_k (−1)^k h^{2k} / (k! (k + m)!)`, `h = z/2`
+    (odd orders odd in `z`, as they should be)."""
+    dtype = z.dtype
+    h = z.reshape(1, -1) / 2
+    h2 = h * h
+    coef = np.array(
+        [
+            [(-1.0) ** k / (math.factorial(k) * math.factorial(k + m))
+             for k in range(_SERIES_TERMS + 1)]
+            for m in range(order + 1)
+        ]
+    )  # fmt: skip
+    acc = jnp.broadcast_to(np.asarray(coef[:, -1:], dtype), (order + 1, h.shape[1]))
+    for k in reversed(range(_SERIES_TERMS)):
+        acc = acc * h2 + np.asarray(coef[:, k : k + 1], dtype)
+    powers = [jnp.ones_like(h)]
+    for _ in range(order):
+        powers.append(powers[-1] * h)
+    return (acc * jnp.concatenate(powers)).astype(dtype).reshape((order + 1, *z.shape))
+
+
+def _general(order: int, z):
+    """`J_0 ... J_order` at any `z`: the Taylor table for `|z| ≤ 400`, Hankel's
+    expansion beyond."""
     dtype = z.dtype
     shape = z.shape
     z = z.reshape(1, -1)  # (1, n): orders along the leading axis
