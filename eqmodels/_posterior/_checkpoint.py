@@ -2,15 +2,14 @@
 each finished chunk, with the record that tells one run's folder from another's
 (the survey checkpoints' lock, fingerprint and atomic writes)."""
 
-import contextlib
 import hashlib
 import json
 import pathlib
 
 import numpy as np
 
-from .._atomic import atomic_open, atomic_write_bytes, TMP_PREFIX
-from .._solvers._checkpoint import _Lock, _sha256_file, CheckpointError
+from .._atomic import atomic_open, atomic_write_bytes
+from .._solvers._checkpoint import _Lock, _sha256_file, CheckpointError, open_locked
 
 
 _FORMAT = 1
@@ -59,17 +58,7 @@ class SampleFolder:
     # --- opening -------------------------------------------------------------------
 
     def open(self) -> "SampleFolder":
-        self._lock.acquire()
-        try:
-            # Temporary files of writes cut off by a kill (the folder is ours now).
-            for tmp in self.path.glob(f"{TMP_PREFIX}*"):
-                if tmp.name.endswith(("-" + RECORD, ".npz")):
-                    with contextlib.suppress(OSError):
-                        tmp.unlink()
-            self._check()
-        except BaseException:
-            self._lock.release()
-            raise
+        open_locked(self.path, self._lock, self._check, RECORD)
         return self
 
     def close(self) -> None:

@@ -14,6 +14,7 @@ from .._solvers._solve import Solution
 from ._laplace import laplace
 from ._posterior import Posterior
 from ._priors import ParameterPrior
+from ._requirements import check_posterior, import_blackjax
 
 
 class Evidence(eqx.Module):
@@ -212,18 +213,10 @@ def evidence(
     **Returns:** [`eqmodels.Evidence`][] (`log_evidence`, `log_evidence_std`,
     weighted draws).
     """
-    try:
-        import blackjax
-        from blackjax.ns import utils as ns_utils
-    except ImportError as e:
-        raise ImportError(
-            "`evidence` needs blackjax: `pip install blackjax` (or the "
-            "`eqmodels[posterior]` extra)."
-        ) from e
-    if not isinstance(posterior, Posterior):
-        raise TypeError(
-            f"`posterior` must be an eqmodels.Posterior, got {type(posterior).__name__}."
-        )
+    blackjax = import_blackjax("evidence")
+    from blackjax.ns import utils as ns_utils
+
+    check_posterior(posterior)
     num_live = _check_int("num_live", num_live, 2)
     n = int(posterior.flatten().shape[0])
     num_inner_steps = _check_int(
@@ -360,10 +353,7 @@ def laplace_evidence(posterior: Posterior, solution: PyTree) -> Scalar:
 
     **Returns:** `ln Z`, a scalar (NaN where `H` is not positive definite).
     """
-    if not isinstance(posterior, Posterior):
-        raise TypeError(
-            f"`posterior` must be an eqmodels.Posterior, got {type(posterior).__name__}."
-        )
+    check_posterior(posterior)
     _prior_leaves(posterior)
     lap = laplace(posterior, solution)
     model = solution.model if isinstance(solution, Solution) else solution

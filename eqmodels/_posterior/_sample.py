@@ -20,6 +20,7 @@ from ._diagnostics import ess, split_rhat
 from ._mcmc import run_chains
 from ._placement import chain_starts
 from ._posterior import Posterior
+from ._requirements import check_posterior, import_blackjax
 from ._vi import check_vi_args, sample_vi, VI_METHODS
 
 
@@ -269,17 +270,8 @@ def sample(
             positions
         )
         return Samples(draws, positions, logdens, stats)
-    try:
-        import blackjax
-    except ImportError as e:
-        raise ImportError(
-            "`sample` needs blackjax: `pip install blackjax` (or the "
-            "`eqmodels[posterior]` extra)."
-        ) from e
-    if not isinstance(posterior, Posterior):
-        raise TypeError(
-            f"`posterior` must be an eqmodels.Posterior, got {type(posterior).__name__}."
-        )
+    blackjax = import_blackjax("sample")
+    check_posterior(posterior)
     if method not in METHODS:
         raise ValueError(f"`method` must be one of {METHODS}, got {method!r}.")
     for name, v, lo in (

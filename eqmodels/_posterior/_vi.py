@@ -16,6 +16,7 @@ from jaxtyping import PRNGKeyArray, PyTree
 
 from ._placement import chain_starts
 from ._posterior import Posterior
+from ._requirements import check_posterior, import_blackjax
 
 
 VI_METHODS = ("meanfield", "pathfinder")
@@ -120,17 +121,8 @@ def sample_vi(
     (`init` plus a uniform jitter, as NUTS's chains start) and draw `num_samples`
     from it; with a `mesh`, each device fits its own chains (`shard_map` over
     `axis_name`). **Returns:** `(positions, log_density, stats)`."""
-    try:
-        import blackjax
-    except ImportError as e:
-        raise ImportError(
-            "`sample` needs blackjax: `pip install blackjax` (or the "
-            "`eqmodels[posterior]` extra)."
-        ) from e
-    if not isinstance(posterior, Posterior):
-        raise TypeError(
-            f"`posterior` must be an eqmodels.Posterior, got {type(posterior).__name__}."
-        )
+    blackjax = import_blackjax("sample")
+    check_posterior(posterior)
     for name, v in (("num_samples", num_samples), ("num_chains", num_chains)):
         if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
             raise ValueError(f"`{name}` must be an int ≥ 1, got {v!r}.")

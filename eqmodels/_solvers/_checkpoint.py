@@ -418,6 +418,23 @@ def _chunk_files(folder: pathlib.Path) -> list[pathlib.Path]:
     return sorted(folder.glob("chunk_*.npz"))
 
 
+def open_locked(path: pathlib.Path, lock: "_Lock", check, record: str) -> None:
+    """Take `lock`, remove the temporary files of writes a kill cut off (of the
+    record file `record` and of `.npz` files: the folder is this process's now)
+    and run `check()`; the lock is released again if anything fails. Shared by
+    the survey's and `sample`'s folders."""
+    lock.acquire()
+    try:
+        for tmp in path.glob(f"{TMP_PREFIX}*"):
+            if tmp.name.endswith(("-" + record, ".npz")):
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
+        check()
+    except BaseException:
+        lock.release()
+        raise
+
+
 class Folder:
     """An open checkpoint folder: locked by this process, its record checked
     against this survey's. `close()` releases the lock."""
@@ -429,17 +446,7 @@ class Folder:
         self._lock = _Lock(path / LOCK)
 
     def open(self) -> "Folder":
-        self._lock.acquire()
-        try:
-            # Temporary files of writes cut off by a kill (this folder is ours now).
-            for tmp in self.path.glob(f"{TMP_PREFIX}*"):
-                if tmp.name.endswith(("-" + RECORD, ".npz")):
-                    with contextlib.suppress(OSError):
-                        tmp.unlink()
-            self._check()
-        except BaseException:
-            self._lock.release()
-            raise
+        open_locked(self.path, self._lock, self._check, RECORD)
         return self
 
     def close(self) -> None:
