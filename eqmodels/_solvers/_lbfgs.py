@@ -155,6 +155,9 @@ class BacktrackingState(eqx.Module):
     the trial point `y + alpha · direction`.
 
     - `value`, `grad`, `report`: at the current (accepted) point.
+    - `initial_value`: the objective at the start (the first evaluation);
+      `postprocess` reports it as `stats["initial_value"]`, so the driver does
+      not evaluate the objective there a second time.
     - `direction`, `alpha`: the search direction and the trial step length.
     - `buffer`: the memory's pairs `(s, y)`, rows `2i`, `2i + 1` of slot `i`, and
       a spare slot; `gram = buffer · bufferᵀ`; `proj = buffer · grad`;
@@ -167,6 +170,7 @@ class BacktrackingState(eqx.Module):
     """
 
     value: Scalar
+    initial_value: Scalar
     grad: Float[Array, " n"]
     direction: Float[Array, " n"]
     alpha: Scalar
@@ -204,6 +208,7 @@ def _backtracking_init(fn, y, memory_size) -> BacktrackingState:
     # Its values are never used: the first evaluation always replaces them.
     return BacktrackingState(
         value=asarray(jnp.inf, dtype),
+        initial_value=asarray(jnp.inf, dtype),
         grad=jnp.zeros(n, dtype),
         direction=jnp.zeros(n, dtype),
         alpha=asarray(0.0, dtype),
@@ -314,6 +319,8 @@ def _backtracking_step(
         report = jax.tree.map(lambda a, b: jnp.where(accept, a, b), aux_t, c.report)
     new = BacktrackingState(
         value=f_a,
+        # The first evaluation is at the start (`alpha = 0`, `direction = 0`).
+        initial_value=jnp.where(started, c.initial_value, f_t),
         grad=g_a,
         direction=jnp.where(accept, d_new, d),
         alpha=jnp.where(accept, alpha_new, alpha_back),
@@ -425,4 +432,5 @@ class LBFGS(AbstractSolver):
     def postprocess(self, fn, y, state, options, result):
         if self.linesearch == "zoom":
             return y, state.value, None, {"evaluations": state.evaluations}
-        return y, state.value, state.report, {"evaluations": state.evaluations}
+        stats = {"evaluations": state.evaluations, "initial_value": state.initial_value}
+        return y, state.value, state.report, stats
