@@ -51,17 +51,23 @@ def _unit_triangular_solve(a, b, *, lower):
     column by column, but its CPU lowering initialises jaxlib's LAPACK bindings,
     which imports `scipy.linalg`, a cost added to every process's first solve. The
     unrolled columns are elementwise updates that XLA fuses into a few kernels (for
-    `m = 10`, faster than the LAPACK call)."""
+    `m = 10`, faster than the LAPACK call).
+
+    The columns come from one split and `x` is held as a column, so each update
+    is three operations (a slice of `x`, a product, a difference), not six:
+    every solve program holds two of these solves, and a fresh process traces,
+    lowers and loads each operation (the arithmetic is the same)."""
     m = b.shape[0]
-    x = b
+    cols = jax.lax.split(a, (1,) * m, axis=1)  # column j as an (m, 1) array
+    x = b[:, None]
     for j in range(m - 1) if lower else range(m - 1, 0, -1):
         # Column `j` of `a` is zero on rows `<= j` (`>= j` if upper), so `x[j]` is
         # final when it is used and stays so. (A non-finite `x[j]` also reaches
         # the rows above it, as `0 · inf`, where LAPACK skips them; the direction
         # is non-finite either way, and the solver refuses such steps. Masking the
         # rows would make the update several times slower at large memories.)
-        x = x - a[:, j] * x[j]
-    return x
+        x = x - cols[j] * jax.lax.slice_in_dim(x, j, j + 1)
+    return x[:, 0]
 
 
 def _two_loop(g, proj, buf, gram, rho, head, count):
@@ -303,13 +309,11 @@ def _backtracking_step(
     g_inf = jnp.where(
         accept & ~g_finite, jnp.asarray(jnp.nan, dtype), jnp.max(jnp.abs(g_a))
     )
+    # (Before the first evaluation there is no previous value: `inf`.)
+    f_prev = jnp.where(started, f, jnp.inf)
     code = jnp.where(
         accept,
-        jnp.where(
-            started,
-            stop_reason(f_a, f, g_inf, opts.ftol, opts.gtol),
-            stop_reason(f_a, jnp.inf, g_inf, opts.ftol, opts.gtol),
-        ),
+        stop_reason(f_a, f_prev, g_inf, opts.ftol, opts.gtol),
         jnp.where(ls_new >= ls_limit, LINESEARCH, RUNNING),
     )
     # The first evaluation cannot be "ftol" (there is no previous value).
