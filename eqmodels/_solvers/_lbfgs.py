@@ -70,6 +70,27 @@ def _unit_triangular_solve(a, b, *, lower):
     return x[:, 0]
 
 
+def _newest_first(head, m):
+    """The memory's slots, newest first: `(head − 1 − i) mod m` for `i < m`
+    (`0 <= head < m`, so the remainder of a non-negative number)."""
+    i = jax.lax.iota(jnp.asarray(head).dtype, m)
+    return jax.lax.rem(head + (m - 1) - i, jnp.asarray(m, i.dtype))
+
+
+def _take(x, idx, axis=0):
+    """`x[idx]` (`axis=0`) or `x[:, idx]` (`axis=1`) for indices known to be in
+    bounds: one gather, without `jnp` indexing's handling of negative indices
+    (operations that every solve program would trace, lower and load)."""
+    sizes = list(x.shape)
+    sizes[axis] = 1
+    dims = jax.lax.GatherDimensionNumbers(
+        offset_dims=tuple(d for d in range(x.ndim) if d != axis),
+        collapsed_slice_dims=(axis,),
+        start_index_map=(axis,),
+    )
+    return jax.lax.gather(x, idx[:, None], dims, tuple(sizes), mode="promise_in_bounds")
+
+
 def _two_loop(g, proj, buf, gram, rho, head, count):
     """`(H g, buf · H g)`: the L-BFGS two-loop recursion, in matrix form, and the
     product of its result with the memory (which the next pair's inner products
@@ -85,11 +106,11 @@ def _two_loop(g, proj, buf, gram, rho, head, count):
     `count` are zero, with `rho = 0`: they contribute nothing.
     """
     m = rho.shape[0]
-    order = (head - 1 - jnp.arange(m)) % m  # newest first
-    sg, yg = proj[0 : 2 * m : 2][order], proj[1 : 2 * m : 2][order]
-    sy = gram[0 : 2 * m : 2, 1 : 2 * m : 2][order][:, order]
-    yy = gram[1 : 2 * m : 2, 1 : 2 * m : 2][order][:, order]
-    r = rho[order]
+    order = _newest_first(head, m)
+    sg, yg = _take(proj[0 : 2 * m : 2], order), _take(proj[1 : 2 * m : 2], order)
+    sy = _take(_take(gram[0 : 2 * m : 2, 1 : 2 * m : 2], order), order, axis=1)
+    yy = _take(_take(gram[1 : 2 * m : 2, 1 : 2 * m : 2], order), order, axis=1)
+    r = _take(rho, order)
     # First loop, newest to oldest: (I + diag(ρ) tril(SY, −1)) α = ρ ∘ Sg.
     alpha = _unit_triangular_solve(r[:, None] * jnp.tril(sy, -1), r * sg, lower=True)
     gamma = jnp.where(
@@ -110,7 +131,7 @@ def _two_loop(g, proj, buf, gram, rho, head, count):
     # on a CPU.
     newest_first = jnp.stack([c, -gamma * alpha], axis=1)
     coef = jnp.concatenate(
-        [newest_first[order], jnp.zeros((1, 2), g.dtype)], axis=0
+        [_take(newest_first, order), jnp.zeros((1, 2), g.dtype)], axis=0
     ).reshape(-1)
     hg = gamma * g + jnp.matmul(coef, buf, precision=_HIGHEST)
     return hg, gamma * proj + jnp.matmul(gram, coef, precision=_HIGHEST)
@@ -272,7 +293,7 @@ def _backtracking_step(
     proj_t = jnp.matmul(buf, g_t, precision=_HIGHEST)
     gram = _update_gram(gram, head, s, yv, good, alpha * bd, proj_t - proj)
     rho = rho.at[head].set(jnp.where(good, 1.0 / jnp.where(good, sy, 1.0), rho[head]))
-    head = jnp.where(good, (head + 1) % memory_size, head)
+    head = jnp.where(good, jax.lax.rem(head + 1, jnp.int32(memory_size)), head)
     count = jnp.where(good, jnp.minimum(count + 1, memory_size), count)
     # The next direction from the accepted point.
     x_a = jnp.where(accept, x_t, x)
