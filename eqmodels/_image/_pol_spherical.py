@@ -213,7 +213,7 @@ class PolSphericalImage(AbstractPolImageModel):
         return cls(intensity, np.stack([a, phi, b]), pol_transform=pol_transform)
 
 
-@eqx.filter_jit
+@eqx.filter_jit(inline=True)
 def _stokes_planes(model: PolSphericalImage) -> Float[Array, "4 ny nx"]:
     """`model()`: the Stokes planes from the intensity and `(m, φ, v)`."""
     m, phi, v = model._linear_circular()
