@@ -127,6 +127,26 @@ def test_pol_spherical_planes_equal_numpy(pol_transform):
     assert_allclose(phys[1] * np.sin(phys[3]) * i, got[3], rtol=1e-12)
 
 
+def test_pol_spherical_call_is_one_program_outside_jit_and_inlined_inside():
+    """`model()` outside `jit` is one compiled program (not one per operation);
+    inside a caller's `jit` (a solve) its operations are part of the caller's
+    program, not a nested program that the solve would differentiate (and trace,
+    lower and load) as a separate call."""
+    from eqmodels._image import _pol_spherical
+
+    model = em.PolSphericalImage.from_stokes(
+        random_stokes(3, max_frac=0.5), GRID, pol_transform="mcv"
+    )
+    jaxpr = jax.make_jaxpr(lambda m: m())(model)
+    assert not [e for e in jaxpr.jaxpr.eqns if e.primitive.name in ("jit", "pjit")]
+    grad = jax.make_jaxpr(jax.grad(lambda p: jnp.sum(eqx.tree_at(
+        lambda m: m.params, model, p)())))(model.params)  # fmt: skip
+    assert not [e for e in grad.jaxpr.eqns if e.primitive.name in ("jit", "pjit")]
+    # Outside `jit`: the jitted function itself (one program).
+    assert isinstance(_pol_spherical._stokes_planes, type(eqx.filter_jit(abs)))
+    assert_allclose(model(), jax.jit(lambda m: m())(model), rtol=1e-14)
+
+
 @pytest.mark.slow  # the eht-imaging oracle
 @pytest.mark.parametrize("pol_transform", ["polcv", "mcv"])
 def test_pol_spherical_equals_ehtim(pol_transform):

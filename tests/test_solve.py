@@ -273,6 +273,51 @@ def test_an_objective_with_names_and_value_and_report_is_reported_in_the_loop():
         assert_allclose(got.report[k], want.report[k], rtol=1e-12)
 
 
+class _Calls:
+    n = 0
+
+
+class _Counted(eqx.Module):
+    """An objective that counts how often it is traced (a Python side effect,
+    run once per copy of it in a compiled program)."""
+
+    objective: em.Objective
+    calls: _Calls = eqx.field(static=True)
+
+    def __call__(self, model):
+        self.calls.n += 1
+        return self.objective(model)
+
+
+@pytest.mark.parametrize(
+    "solver,copies",
+    [(em.LBFGS(), 1), (em.Adam(0.02), None), (em.LevenbergMarquardt(), None)],
+    ids=["lbfgs", "adam", "lm"],
+)
+def test_initial_value_is_the_objective_at_the_start(solver, copies):
+    """`stats["initial_value"]` is the objective at the initial model, for every
+    solver (numpy's, from the normal-equation matrices); L-BFGS takes it from its
+    first evaluation, which is at the start, so its program holds one copy of the
+    objective (its value and gradient), not a second one for the start."""
+    obj = _term() + W_TSV * em.TSV(GRID)
+    x0 = np.full(GRID.npix, 0.5)
+    resid = A @ x0 - VIS
+    want = np.sum(np.abs(resid) ** 2 / SIGMA**2) / (2 * N_VIS) + W_TSV * float(
+        rr.tsv(x0.reshape(GRID.shape))[0]
+    )
+    calls = _Calls()
+    counted = obj if copies is None else _Counted(obj, calls)
+    for max_steps in (0, 7):
+        sol = em.solve(counted, start(), solver, max_steps=max_steps, ftol=0.0)
+        assert_allclose(sol.stats["initial_value"], want, rtol=1e-12)
+        assert sol.stats["initial_value"].dtype == jnp.float64
+        if max_steps == 0:  # no step taken: nothing worsened, not even by rounding
+            assert not bool(sol.worsened)
+    if copies is not None:
+        # Traced once per copy in the program (max_steps is traced: one program).
+        assert calls.n == copies
+
+
 def test_zoom_steps_within_rounding_are_not_a_failed_search():
     """Optax's zoom search accepts a step on its approximate Wolfe condition,
     which may raise the value by rounding; only a search that reports failure

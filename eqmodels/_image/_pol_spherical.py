@@ -97,7 +97,9 @@ class PolSphericalImage(AbstractPolImageModel):
             "params", params, intensity, 3, intensity.params.dtype
         )
         if pol_transform == "mcv" and is_concrete(params):
-            v = np.asarray(params[2])
+            # Indexed on the host: `params[2]` of a JAX array would be a program
+            # of its own (traced, compiled or loaded) in a fresh process.
+            v = np.asarray(params)[2]
             if not np.all(np.abs(v) < 1):
                 raise ValueError(
                     f"`params[2]` is the circular fraction v = V / I with "
@@ -211,7 +213,7 @@ class PolSphericalImage(AbstractPolImageModel):
         return cls(intensity, np.stack([a, phi, b]), pol_transform=pol_transform)
 
 
-@eqx.filter_jit
+@eqx.filter_jit(inline=True)
 def _stokes_planes(model: PolSphericalImage) -> Float[Array, "4 ny nx"]:
     """`model()`: the Stokes planes from the intensity and `(m, φ, v)`."""
     m, phi, v = model._linear_circular()

@@ -58,12 +58,13 @@ class ObjectiveFunction(eqx.Module):
         return eqx.combine(y, self.static)
 
     def value(self, y: PyTree) -> Scalar:
-        return self.objective(self.model(y))
+        return _scalar(self.objective(self.model(y)))
 
     def __call__(self, y: PyTree) -> tuple[Scalar, dict[str, Scalar] | None]:
         if not self.reports:
             return self.value(y), None
         value, report = self.objective.value_and_report(self.model(y))
+        value = _scalar(value)
         dtype = _dtype(y)
         # Cast to the parameters' dtype: a fixed loop-carry type.
         return value, {k: jnp.asarray(v).astype(dtype) for k, v in report.items()}
@@ -86,6 +87,20 @@ class ObjectiveFunction(eqx.Module):
 
 def _dtype(y):
     return ravel_pytree(y)[0].dtype
+
+
+def _scalar(value):
+    """The objective's value, refused (at trace time) when it is not a scalar:
+    found at the solver's first evaluation, before JAX's "Gradient only defined
+    for scalar-output functions" from deep inside a solver."""
+    if jnp.shape(value) != ():
+        raise TypeError(
+            f"`objective` returned an array of shape {jnp.shape(value)}, "
+            "not a scalar: a solver minimises one number. Sum the terms "
+            "(`jnp.sum(...)`), or, for a least-squares objective, return Σ r² and "
+            "give the residuals as a term's `residuals` (see docs/extending.md)."
+        )
+    return value
 
 
 def reports_with_value(objective) -> bool:
@@ -147,7 +162,9 @@ class AbstractSolver(eqx.Module, Generic[_State]):
         """**Returns:** `(y, value, report, stats)`: the solution, the objective
         there, its report (`None`: the driver computes `fn.report(y)`), and
         statistics (`"evaluations"`: objective evaluations, a Jacobian counting
-        as one)."""
+        as one; optionally `"initial_value"`, the objective at the start `y0`
+        from the solver's own evaluation there, which the driver then does not
+        repeat)."""
 
     def masked_step(
         self,

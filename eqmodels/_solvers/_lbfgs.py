@@ -51,17 +51,44 @@ def _unit_triangular_solve(a, b, *, lower):
     column by column, but its CPU lowering initialises jaxlib's LAPACK bindings,
     which imports `scipy.linalg`, a cost added to every process's first solve. The
     unrolled columns are elementwise updates that XLA fuses into a few kernels (for
-    `m = 10`, faster than the LAPACK call)."""
+    `m = 10`, faster than the LAPACK call).
+
+    The columns come from one split and `x` is held as a column, so each update
+    is three operations (a slice of `x`, a product, a difference), not six:
+    every solve program holds two of these solves, and a fresh process traces,
+    lowers and loads each operation (the arithmetic is the same)."""
     m = b.shape[0]
-    x = b
+    cols = jax.lax.split(a, (1,) * m, axis=1)  # column j as an (m, 1) array
+    x = b[:, None]
     for j in range(m - 1) if lower else range(m - 1, 0, -1):
         # Column `j` of `a` is zero on rows `<= j` (`>= j` if upper), so `x[j]` is
         # final when it is used and stays so. (A non-finite `x[j]` also reaches
         # the rows above it, as `0 · inf`, where LAPACK skips them; the direction
         # is non-finite either way, and the solver refuses such steps. Masking the
         # rows would make the update several times slower at large memories.)
-        x = x - a[:, j] * x[j]
-    return x
+        x = x - cols[j] * jax.lax.slice_in_dim(x, j, j + 1)
+    return x[:, 0]
+
+
+def _newest_first(head, m):
+    """The memory's slots, newest first: `(head − 1 − i) mod m` for `i < m`
+    (`0 <= head < m`, so the remainder of a non-negative number)."""
+    i = jax.lax.iota(jnp.asarray(head).dtype, m)
+    return jax.lax.rem(head + (m - 1) - i, jnp.asarray(m, i.dtype))
+
+
+def _take(x, idx, axis=0):
+    """`x[idx]` (`axis=0`) or `x[:, idx]` (`axis=1`) for indices known to be in
+    bounds: one gather, without `jnp` indexing's handling of negative indices
+    (operations that every solve program would trace, lower and load)."""
+    sizes = list(x.shape)
+    sizes[axis] = 1
+    dims = jax.lax.GatherDimensionNumbers(
+        offset_dims=tuple(d for d in range(x.ndim) if d != axis),
+        collapsed_slice_dims=(axis,),
+        start_index_map=(axis,),
+    )
+    return jax.lax.gather(x, idx[:, None], dims, tuple(sizes), mode="promise_in_bounds")
 
 
 def _two_loop(g, proj, buf, gram, rho, head, count):
@@ -79,11 +106,11 @@ def _two_loop(g, proj, buf, gram, rho, head, count):
     `count` are zero, with `rho = 0`: they contribute nothing.
     """
     m = rho.shape[0]
-    order = (head - 1 - jnp.arange(m)) % m  # newest first
-    sg, yg = proj[0 : 2 * m : 2][order], proj[1 : 2 * m : 2][order]
-    sy = gram[0 : 2 * m : 2, 1 : 2 * m : 2][order][:, order]
-    yy = gram[1 : 2 * m : 2, 1 : 2 * m : 2][order][:, order]
-    r = rho[order]
+    order = _newest_first(head, m)
+    sg, yg = _take(proj[0 : 2 * m : 2], order), _take(proj[1 : 2 * m : 2], order)
+    sy = _take(_take(gram[0 : 2 * m : 2, 1 : 2 * m : 2], order), order, axis=1)
+    yy = _take(_take(gram[1 : 2 * m : 2, 1 : 2 * m : 2], order), order, axis=1)
+    r = _take(rho, order)
     # First loop, newest to oldest: (I + diag(ρ) tril(SY, −1)) α = ρ ∘ Sg.
     alpha = _unit_triangular_solve(r[:, None] * jnp.tril(sy, -1), r * sg, lower=True)
     gamma = jnp.where(
@@ -104,7 +131,7 @@ def _two_loop(g, proj, buf, gram, rho, head, count):
     # on a CPU.
     newest_first = jnp.stack([c, -gamma * alpha], axis=1)
     coef = jnp.concatenate(
-        [newest_first[order], jnp.zeros((1, 2), g.dtype)], axis=0
+        [_take(newest_first, order), jnp.zeros((1, 2), g.dtype)], axis=0
     ).reshape(-1)
     hg = gamma * g + jnp.matmul(coef, buf, precision=_HIGHEST)
     return hg, gamma * proj + jnp.matmul(gram, coef, precision=_HIGHEST)
@@ -155,6 +182,9 @@ class BacktrackingState(eqx.Module):
     the trial point `y + alpha · direction`.
 
     - `value`, `grad`, `report`: at the current (accepted) point.
+    - `initial_value`: the objective at the start (the first evaluation);
+      `postprocess` reports it as `stats["initial_value"]`, so the driver does
+      not evaluate the objective there a second time.
     - `direction`, `alpha`: the search direction and the trial step length.
     - `buffer`: the memory's pairs `(s, y)`, rows `2i`, `2i + 1` of slot `i`, and
       a spare slot; `gram = buffer · bufferᵀ`; `proj = buffer · grad`;
@@ -167,6 +197,7 @@ class BacktrackingState(eqx.Module):
     """
 
     value: Scalar
+    initial_value: Scalar
     grad: Float[Array, " n"]
     direction: Float[Array, " n"]
     alpha: Scalar
@@ -204,6 +235,7 @@ def _backtracking_init(fn, y, memory_size) -> BacktrackingState:
     # Its values are never used: the first evaluation always replaces them.
     return BacktrackingState(
         value=asarray(jnp.inf, dtype),
+        initial_value=asarray(jnp.inf, dtype),
         grad=jnp.zeros(n, dtype),
         direction=jnp.zeros(n, dtype),
         alpha=asarray(0.0, dtype),
@@ -261,7 +293,7 @@ def _backtracking_step(
     proj_t = jnp.matmul(buf, g_t, precision=_HIGHEST)
     gram = _update_gram(gram, head, s, yv, good, alpha * bd, proj_t - proj)
     rho = rho.at[head].set(jnp.where(good, 1.0 / jnp.where(good, sy, 1.0), rho[head]))
-    head = jnp.where(good, (head + 1) % memory_size, head)
+    head = jnp.where(good, jax.lax.rem(head + 1, jnp.int32(memory_size)), head)
     count = jnp.where(good, jnp.minimum(count + 1, memory_size), count)
     # The next direction from the accepted point.
     x_a = jnp.where(accept, x_t, x)
@@ -298,13 +330,11 @@ def _backtracking_step(
     g_inf = jnp.where(
         accept & ~g_finite, jnp.asarray(jnp.nan, dtype), jnp.max(jnp.abs(g_a))
     )
+    # (Before the first evaluation there is no previous value: `inf`.)
+    f_prev = jnp.where(started, f, jnp.inf)
     code = jnp.where(
         accept,
-        jnp.where(
-            started,
-            stop_reason(f_a, f, g_inf, opts.ftol, opts.gtol),
-            stop_reason(f_a, jnp.inf, g_inf, opts.ftol, opts.gtol),
-        ),
+        stop_reason(f_a, f_prev, g_inf, opts.ftol, opts.gtol),
         jnp.where(ls_new >= ls_limit, LINESEARCH, RUNNING),
     )
     # The first evaluation cannot be "ftol" (there is no previous value).
@@ -314,6 +344,8 @@ def _backtracking_step(
         report = jax.tree.map(lambda a, b: jnp.where(accept, a, b), aux_t, c.report)
     new = BacktrackingState(
         value=f_a,
+        # The first evaluation is at the start (`alpha = 0`, `direction = 0`).
+        initial_value=jnp.where(started, c.initial_value, f_t),
         grad=g_a,
         direction=jnp.where(accept, d_new, d),
         alpha=jnp.where(accept, alpha_new, alpha_back),
@@ -425,4 +457,5 @@ class LBFGS(AbstractSolver):
     def postprocess(self, fn, y, state, options, result):
         if self.linesearch == "zoom":
             return y, state.value, None, {"evaluations": state.evaluations}
-        return y, state.value, state.report, {"evaluations": state.evaluations}
+        stats = {"evaluations": state.evaluations, "initial_value": state.initial_value}
+        return y, state.value, state.report, stats

@@ -116,21 +116,17 @@ def solve_traced(
         jacobian_chunk=int(chunk or 0),
         reports=reports_with_value(objective),
     )
-    # The objective at the start: `Solution.worsened` compares the final value
-    # with it (a solver may end worse than it began: too large a step, a
-    # divergent schedule).
-    initial_value = fn.value(params)
-    if jnp.shape(initial_value) != ():
-        # Found at trace time, before JAX's "Gradient only defined for
-        # scalar-output functions" from deep inside a solver.
-        raise TypeError(
-            f"`objective` returned an array of shape {jnp.shape(initial_value)}, "
-            "not a scalar: a solver minimises one number. Sum the terms "
-            "(`jnp.sum(...)`), or, for a least-squares objective, return Σ r² and "
-            "give the residuals as a term's `residuals` (see docs/extending.md)."
-        )
     y, state, result = iterate(solver, fn, params, opts, axis_name)
     y, value, report, stats = solver.postprocess(fn, y, state, opts, result)
+    stats = dict(stats)
+    # The objective at the start: `Solution.worsened` compares the final value
+    # with it (a solver may end worse than it began: too large a step, a
+    # divergent schedule). L-BFGS's first evaluation is there and reports it:
+    # a second copy of the objective in the program would cost its tracing,
+    # lowering and loading again (a warm process's first solve).
+    initial_value = stats.pop("initial_value", None)
+    if initial_value is None:
+        initial_value = fn.value(params)
     final = fn.model(y)
     if report is None:
         report = fn.report(y)
