@@ -195,7 +195,7 @@ class AbstractDataTerm(AbstractTerm):
         their covariance through shared baselines is ignored
         ([`eqmodels.ClosurePhaseChi2`][] and [`eqmodels.LogClosureAmpChi2`][]
         offer it with `covariance="full"`). A closure phase
-        contributes `−2 (1 − cos Δ)/σ² − ln σ − ½ ln 2π`, the Gaussian in the
+        contributes `−(1 − cos Δ)/σ² − ln σ − ½ ln 2π`, the Gaussian in the
         chord `2 sin(Δ/2)` (Δ wrapped, in radians: Comrade's choice for closure
         phases too), which is the Gaussian `−Δ²/(2σ²)` for small `Δ`.
 

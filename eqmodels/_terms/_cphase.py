@@ -39,7 +39,7 @@ class ClosurePhaseChi2(AbstractDataTerm):
     **Correlations** (`log_likelihood` only; the χ² and residuals above are
     eht-imaging's, independent, in either case): `covariance="independent"` (the
     default, as eht-imaging and Comrade) treats the closure phases as independent,
-    each contributing `−2 (1 − cos Δ)/σ² − ln σ − ½ ln 2π`. `covariance="full"`
+    each contributing `−(1 − cos Δ)/σ² − ln σ − ½ ln 2π`. `covariance="full"`
     uses their covariance through shared baselines: per timestamp, with `A` the
     closure design matrix (±1 per leg, the closures given, which must be linearly
     independent: `closures="min"`) and `σ_b = σ/|V|` each leg's linearised phase
