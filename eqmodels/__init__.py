@@ -81,6 +81,7 @@ from ._data._observe import (
     thermal_sigma as thermal_sigma,
     uv_tracks as uv_tracks,
 )
+from ._data._observe_same import observe_same as observe_same
 from ._data._polvisdata import concatenate as concatenate, PolVisData as PolVisData
 from ._data._products import (
     AmpProducts as AmpProducts,
@@ -445,6 +446,7 @@ __all__ = [
     "NUFFT",
     "Objective",
     "observe",
+    "observe_same",
     "ObjectiveFunction",
     "OptaxSolver",
     "OptaxState",

@@ -114,6 +114,46 @@ def test_image_m87_pol_refuses_bad_arguments(pair):
         em.image_m87_pol(lo, hi, forward="fft")
 
 
+@pytest.mark.parametrize(
+    "rounds, message",
+    [
+        ({"m": 1.0}, "`pol_rounds` must be a non-empty list of dicts"),
+        ([], "`pol_rounds` must be a non-empty list of dicts"),
+        ([3.0], r"`pol_rounds\[0\]` must be a dict"),
+        ([{"m": 1.0, "tv": 1.0}], r"unknown key\(s\) \['tv'\]"),
+        ([{"m": "1"}], r"`pol_rounds\[0\]\['m'\]` must be a number"),
+        ([{"m": 1.0, "hw": -1.0}], r"\['hw'\]` must be finite and >= 0"),
+        ([{"m": 1.0}, {"hw": 1.0, "ptv": 3.0}], r"`pol_rounds\[1\]` has no data term"),
+        ([{"m": 0.0, "hw": 1.0}], r"`pol_rounds\[0\]` has no data term"),
+        ([{"m": 1.0, "dterms": "yes"}], "dterms"),
+    ],
+)
+def test_image_m87_pol_refuses_bad_rounds(pair, rounds, message):
+    """Refused before the Stokes I recipe runs (it would take minutes)."""
+    _, lo, hi = pair
+    with pytest.raises(ValueError if "dterms" not in message else TypeError,
+                       match=message):  # fmt: skip
+        em.image_m87_pol(lo, hi, pol_rounds=rounds)
+
+
+@pytest.mark.parametrize("mask", [-0.1, 1.0, float("nan")])
+def test_image_m87_pol_refuses_bad_mask(pair, mask):
+    _, lo, hi = pair
+    with pytest.raises(ValueError, match="`pol_mask` must be a fraction"):
+        em.image_m87_pol(lo, hi, pol_mask=mask)
+    # Not a number: refused by the type check (the tests run jaxtyping's) or by
+    # the recipe's own check, naming the argument either way.
+    with pytest.raises((TypeError, ValueError), match="pol_mask"):
+        em.image_m87_pol(lo, hi, pol_mask="0.1")
+
+
+def test_check_pol_rounds_keeps_the_weights():
+    assert P.check_pol_rounds(None) == P.POL_ROUNDS
+    got = P.check_pol_rounds([{"m": 2, "hw": 0.0, "ptv": 5.0, "dterms": True}])
+    # A zero weight leaves its term out; numbers become floats.
+    assert got == ({"m": 2.0, "ptv": 5.0, "dterms": True},)
+
+
 def test_image_m87_pol_refuses_data_without_cross_hands(pair):
     _, lo, _ = pair
     stokes_i_only = _pol_data(229e9, 3, cross=False)
@@ -369,22 +409,37 @@ def test_selfcal_pol_keeps_fractional_polarization(observed):
     )
 
 
+def _shipped_coverage():
+    """The shipped 2017-04-10 pair prepared as the recipe prepares it, without
+    the intra-site baselines: a real night's rows, times, stations and σ."""
+    import pathlib
+
+    base = pathlib.Path(em.__file__).parent / "data"
+    lo, hi = (
+        em.load_uvfits(
+            base / f"SR2_M87_2017_100_{b}_hops_zbl-dtcal+selfcal.uvfits",
+            polarization="full",
+        )
+        for b in ("lo", "hi")
+    )
+    data = P.prepare_pol_data(lo, hi)
+    return data.take(np.flatnonzero(np.hypot(data.u, data.v) >= P.POL_UV_MIN))
+
+
 @pytest.mark.slow
 def test_polarimetric_rounds_recover_synthetic_leakage():
     """The polarimetric stage on synthetic data with a known leakage of 3-6 % at
-    the LMT and the IRAM 30 m: the fitted D-terms approach it, the corrected
+    the LMT and the IRAM 30 m, observed (`observe_same`) with the coverage and σ of
+    the shipped 2017-04-10 pair: the fitted D-terms approach it, the corrected
     stations' stay at 0, and the image's net polarization approaches the truth."""
     grid = em.ImageGrid.from_fov(64, 128.0)  # the recipe's (its weights are for it)
     stokes = _ring_stokes(frac=0.1, evpa=0.3, grid=grid)
     leak = {"LM": (0.05 + 0.02j, -0.03 + 0.04j), "PV": (-0.04j, 0.03)}
-    # Noise-free (the σ are the thermal ones): what is left is the recipe's own
-    # bias (regularizers, priors) and the data's degeneracies, not noise.
-    lo, hi = (
-        _observe(stokes, freq=f, dterms=leak, n_times=16, noise=False, grid=grid)
-        for f in (227e9, 229e9)
+    # Noise-free (the σ are the night's): what is left is the recipe's own bias
+    # (regularizers, priors) and the data's degeneracies, not noise.
+    data = em.observe_same(
+        stokes, grid, _shipped_coverage(), dterms=leak, add_noise=False
     )
-    data = P.prepare_pol_data(lo, hi)
-    data = data.take(np.flatnonzero(np.hypot(data.u, data.v) >= P.POL_UV_MIN))
     model, jones, start, rounds = P.image_polarization(
         data, stokes[0], grid, forward="direct"
     )
@@ -393,18 +448,25 @@ def test_polarimetric_rounds_recover_synthetic_leakage():
     assert rounds[-1]["terms"]["m"] < start["terms"]["m"]
     d = np.asarray(jones.dterms())
     names = data.station_names
+    err, true = [], []
     for s, (dr, dl) in leak.items():
         j = names.index(s)
-        err = np.abs(d[:, j] - np.array([dr, dl])[None])
-        assert err.max() < 0.02, (s, d[:, j])
+        err.append(d[:, j] - np.array([dr, dl])[None])
+        true.append(np.broadcast_to(np.array([dr, dl]), d[:, j].shape))
+    rms = lambda x: np.sqrt(np.mean(np.abs(np.asarray(x)) ** 2))  # noqa: E731
+    # Measured when written (hw 10, ptv 300): rms error 0.34 of the leakage's rms,
+    # largest 0.023 (PV); the earlier weights (hw 1, ptv 100): 0.27 and 0.021.
+    assert rms(err) < 0.5 * rms(true)
+    assert np.abs(np.asarray(err)).max() < 0.03
     for s in P.ZBL_CORRECTED_STATIONS:
         if s in names:
             assert np.abs(d[:, names.index(s)]).max() < 1e-3
     out = np.asarray(model())
     m_net = abs(out[1].sum() + 1j * out[2].sum()) / out[0].sum()
-    # Biased low (6.4 % when written): hw and ptv favour less polarization, and
-    # part of a uniform polarization can hide in the D-terms (docs/recipe.md).
-    assert 0.05 < m_net < 0.13
+    # Biased low (8.3 % when written, 9.6 % with the earlier weights): hw and ptv
+    # favour less polarization, and part of a uniform polarization can hide in the
+    # D-terms (docs/recipe.md).
+    assert 0.07 < m_net < 0.12
     assert np.all(np.sqrt((out[1:] ** 2).sum(0)) <= out[0] * (1 + 1e-12))
 
 

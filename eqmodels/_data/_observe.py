@@ -22,7 +22,7 @@ from .._validation import (
     warn_user,
 )
 from ._earth import baseline_uvw, elevation, gmst
-from ._observe_pol import observe_polarimetric
+from ._observe_pol import observe_polarimetric, station_gain_draws
 from ._polvisdata import PolVisData
 from ._stations import StationTable
 from ._visdata import check_freq, check_ra_dec, VisData
@@ -165,6 +165,88 @@ def uv_tracks(
     }
 
 
+def check_errors_and_seed(gain_sigma, seed) -> None:
+    """`observe`'s and `observe_same`'s `gain_sigma` (a number >= 0) and `seed` (an
+    integer >= 0)."""
+    if isinstance(gain_sigma, bool) or not isinstance(gain_sigma, numbers.Real):
+        raise TypeError(f"`gain_sigma` must be a number, got {gain_sigma!r}.")
+    if not (math.isfinite(gain_sigma) and gain_sigma >= 0):
+        raise ValueError(f"`gain_sigma` must be finite and >= 0, got {gain_sigma!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(
+            f"`seed` must be an integer (a numpy random seed), got {seed!r}."
+        )
+    if seed < 0:
+        raise ValueError(f"`seed` must be >= 0 (a numpy random seed), got {seed!r}.")
+
+
+def is_polarimetric(image) -> bool:
+    """Whether `image` (an array or an image model) holds the four Stokes planes."""
+    if isinstance(image, AbstractImageModel):
+        return bool(image.polarimetric)
+    return np.ndim(image) == 3
+
+
+def image_planes(image, grid: ImageGrid):
+    """`image` (an array or an image model on `grid`) as a checked, finite,
+    floating array of shape `grid.shape` (Stokes I) or `(4, *grid.shape)`, and
+    whether it is polarimetric."""
+    polarimetric = is_polarimetric(image)
+    if isinstance(image, AbstractImageModel):
+        image = evaluated_on(
+            image,
+            grid,
+            "image",
+            f"`grid` is {grid!r}: observe the model on its own grid "
+            "(`grid=image.grid`), or the visibilities would be those of another "
+            "pixel size.",
+        )
+    image = asarray(image)
+    if not jnp.issubdtype(image.dtype, jnp.floating):  # integer or bool pixels
+        image = image.astype(jnp.result_type(float))
+    want = (4, *grid.shape) if polarimetric else grid.shape
+    if image.shape != want:
+        raise ValueError(
+            f"`image` has shape {image.shape} but `grid` is {grid.shape}"
+            + (
+                ": a polarimetric image is (4, ny, nx), the planes I, Q, U, V."
+                if polarimetric
+                else "."
+            )
+        )
+    if is_concrete(image) and not np.all(np.isfinite(np.asarray(image))):
+        raise ValueError(
+            "`image` has non-finite pixels (NaN or inf): observe a finite image."
+        )
+    return image, polarimetric
+
+
+def model_visibilities(planes, grid: ImageGrid, u, v, forward) -> np.ndarray:
+    """The visibilities `(n_planes, n)` (complex128) of the image planes
+    `(n_planes, ny, nx)` at `(u, v)`: `forward` as `make_forward` takes it, or
+    `None` for a `DirectFT` built in row blocks."""
+    u, v = np.asarray(u), np.asarray(v)
+    n = u.size
+    if forward is None:
+        block = max(1, _BLOCK_ENTRIES // grid.npix)
+        parts = [
+            np.asarray(
+                DirectFT(
+                    grid, u[s : s + block], v[s : s + block], dtype=planes.dtype
+                ).batched(planes)
+            )
+            for s in range(0, n, block)
+        ]
+        vis = np.concatenate(parts, axis=1)
+    else:
+        # In the image's precision, as the default path: float64 points would ask
+        # a 32-bit JAX for float64 (`forward=` would fail without x64).
+        np_dtype = np.dtype(planes.dtype)
+        model = make_forward(forward, grid, u.astype(np_dtype), v.astype(np_dtype))
+        vis = np.asarray(model.batched(planes))
+    return vis.astype(np.complex128)
+
+
 def observe(
     image,
     grid: ImageGrid,
@@ -281,22 +363,8 @@ def observe(
     efficiency = positive_number("efficiency", efficiency)
     if isinstance(n_pol, bool) or n_pol not in (1, 2):
         raise ValueError(f"`n_pol` must be 1 or 2, got {n_pol!r}.")
-    if isinstance(gain_sigma, bool) or not isinstance(gain_sigma, numbers.Real):
-        raise TypeError(f"`gain_sigma` must be a number, got {gain_sigma!r}.")
-    if not (math.isfinite(gain_sigma) and gain_sigma >= 0):
-        raise ValueError(f"`gain_sigma` must be finite and >= 0, got {gain_sigma!r}.")
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise TypeError(
-            f"`seed` must be an integer (a numpy random seed), got {seed!r}."
-        )
-    if seed < 0:
-        raise ValueError(f"`seed` must be >= 0 (a numpy random seed), got {seed!r}.")
-    polarimetric = (
-        image.polarimetric
-        if isinstance(image, AbstractImageModel)
-        else np.ndim(image) == 3
-    )
-    if not polarimetric:
+    check_errors_and_seed(gain_sigma, seed)
+    if not is_polarimetric(image):
         given = {"dterms": dterms, "feeds": feeds, "mounts": mounts}
         given = [k for k, x in given.items() if x is not None]
         if field_rotation != "corrected":
@@ -307,32 +375,7 @@ def observe(
                 "observation, but `image` is a Stokes I image: observe the four "
                 "Stokes planes, a `(4, ny, nx)` array or a polarimetric image model."
             )
-    if isinstance(image, AbstractImageModel):
-        image = evaluated_on(
-            image,
-            grid,
-            "image",
-            f"`grid` is {grid!r}: observe the model on its own grid "
-            "(`grid=image.grid`), or the visibilities would be those of another "
-            "pixel size.",
-        )
-    image = asarray(image)
-    if not jnp.issubdtype(image.dtype, jnp.floating):  # integer or bool pixels
-        image = image.astype(jnp.result_type(float))
-    want = (4, *grid.shape) if polarimetric else grid.shape
-    if image.shape != want:
-        raise ValueError(
-            f"`image` has shape {image.shape} but `grid` is {grid.shape}"
-            + (
-                ": a polarimetric image is (4, ny, nx), the planes I, Q, U, V."
-                if polarimetric
-                else "."
-            )
-        )
-    if is_concrete(image) and not np.all(np.isfinite(np.asarray(image))):
-        raise ValueError(
-            "`image` has non-finite pixels (NaN or inf): observe a finite image."
-        )
+    image, polarimetric = image_planes(image, grid)
     tracks = uv_tracks(
         array,
         ra=ra,
@@ -356,25 +399,9 @@ def observe(
             "`times`: check `ra`, `dec`, `mjd` and `times` (hours UTC)."
         )
     u, v = tracks["u"], tracks["v"]
-    planes = image if polarimetric else image[None]
-    if forward is None:
-        block = max(1, _BLOCK_ENTRIES // grid.npix)
-        parts = [
-            np.asarray(
-                DirectFT(
-                    grid, u[s : s + block], v[s : s + block], dtype=image.dtype
-                ).batched(planes)
-            )
-            for s in range(0, n, block)
-        ]
-        vis = np.concatenate(parts, axis=1)
-    else:
-        # In the image's precision, as the default path: float64 points would ask
-        # a 32-bit JAX for float64 (`forward=` would fail without x64).
-        np_dtype = np.dtype(image.dtype)
-        model = make_forward(forward, grid, u.astype(np_dtype), v.astype(np_dtype))
-        vis = np.asarray(model.batched(planes))
-    vis = vis.astype(np.complex128)  # (planes, n)
+    vis = model_visibilities(
+        image if polarimetric else image[None], grid, u, v, forward
+    )
 
     rng = np.random.default_rng(seed)
     a1, a2 = tracks["ant1"], tracks["ant2"]
@@ -414,16 +441,10 @@ def observe(
         )
     vis = vis[0]
     if gain_sigma > 0 or random_phases:
-        times_u, k = np.unique(tracks["time"], return_inverse=True)
-        shape = (times_u.size, len(array))
-        amp = (
-            np.abs(1.0 + gain_sigma * rng.standard_normal(shape))
-            if gain_sigma > 0
-            else np.ones(shape)
+        g, k = station_gain_draws(
+            tracks["time"], len(array), 1, rng, gain_sigma, random_phases
         )
-        phase = rng.uniform(0.0, 2 * np.pi, shape) if random_phases else np.zeros(shape)
-        g = amp * np.exp(1j * phase)
-        vis = g[k, a1] * np.conj(g[k, a2]) * vis
+        vis = g[k, a1, 0] * np.conj(g[k, a2, 0]) * vis
     sigma = thermal_sigma(
         sefd[a1], sefd[a2], bandwidth, integration, efficiency=efficiency, n_pol=n_pol
     )

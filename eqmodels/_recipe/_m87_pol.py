@@ -77,26 +77,34 @@ POL_UV_MIN = UV_ZBLCUT
 #: Free polarization pixels: where the fixed Stokes I image exceeds this fraction
 #: of its peak (elsewhere Q = U = V = 0); Paper VII shows and measures
 #: polarization only where I is above 10 % of the peak, this keeps 10x fainter
-#: pixels free so that the cut is a measurement choice, not an imaging one.
+#: pixels free so that the cut is a measurement choice, not an imaging one. (On
+#: synthetic data a 5 or 10 % mask scores better, but on the 2017 days it fits
+#: the data worse, `m` χ² 1.5 -> 2.1 on 04-11, and drives |m_net| under 1 %:
+#: the real data carry polarized flux in fainter pixels; docs/recipe.md.)
 POL_MASK_FRACTION = 0.01
 #: The starting point of the polarization: uniform 5 % linear polarization at
 #: EVPA 0 (eht-imaging starts polarized, its `ρ' → −∞` being unreachable; ours
 #: has no singularity at 0 but the start must break the EVPA symmetry).
 INIT_FRACTION = 0.05
-#: Rounds of polarimetric imaging, eht-imaging's `make_image_P` sequence in its
-#: polarimetric example (`examples/example_pol.py`: `{'m': 1}, {'hw': 1}`, then
-#: `{'m': 5}, {'hw': 1, 'ptv': 100}`), extended as Paper VII's eht-imaging
+#: Rounds of polarimetric imaging, after eht-imaging's `make_image_P` sequence in
+#: its polarimetric example (`examples/example_pol.py`: `{'m': 1}, {'hw': 1}`,
+#: then `{'m': 5}, {'hw': 1, 'ptv': 100}`), extended as Paper VII's eht-imaging
 #: imaging does: with the `pvis` term and the D-terms solved with the image
 #: (`dterms`: whether the D-terms move in that round). eht-imaging's
-#: `chi2_offset`-style objective `Σ α (χ² − 1) + Σ β R`. The regularizers are
-#: **not** normalised: the example's weights are for eht-imaging's `Imager`
-#: default `norm_reg=False` (normalised, `ptv` would weigh about 20x more at
-#: M87's flux and resolution, and dominate the fit).
+#: `chi2_offset`-style objective `Σ α (χ² − 1) + Σ β R`. The regularizer weights
+#: `hw` 10 and `ptv` 300 (the example's 1 and 100 before) were chosen, as Paper
+#: VII chose its parameters, by a synthetic-data survey
+#: (`examples/m87_pol_survey.py`; docs/recipe.md "How the polarimetric weights
+#: were chosen"): the best of 18 weight sets with the 1 % mask on five known
+#: images observed with 2017-04-11's coverage, noise and leakage. The
+#: regularizers are **not** normalised: the example's weights are for
+#: eht-imaging's `Imager` default `norm_reg=False` (normalised, `ptv` would weigh
+#: about 20x more at M87's flux and resolution, and dominate the fit).
 POL_ROUNDS = (
-    {"m": 1.0, "hw": 1.0, "dterms": False},
-    {"m": 5.0, "hw": 1.0, "ptv": 100.0, "dterms": False},
-    {"m": 5.0, "pvis": 5.0, "hw": 1.0, "ptv": 100.0, "dterms": True},
-    {"m": 5.0, "pvis": 5.0, "hw": 1.0, "ptv": 100.0, "dterms": True},
+    {"m": 1.0, "hw": 10.0, "dterms": False},
+    {"m": 5.0, "hw": 10.0, "ptv": 300.0, "dterms": False},
+    {"m": 5.0, "pvis": 5.0, "hw": 10.0, "ptv": 300.0, "dterms": True},
+    {"m": 5.0, "pvis": 5.0, "hw": 10.0, "ptv": 300.0, "dterms": True},
 )
 #: With `stokes_v`: eht-imaging's Stokes V data term `vvis` and regularizers
 #: `l1v`, `vtv` in every round (unnormalised as the others; weights ours: the
@@ -254,6 +262,56 @@ def pol_jones(data: PolVisData) -> StationJones:
     )  # fmt: skip
 
 
+_ROUND_KEYS = ("m", "pvis", "hw", "ptv")
+
+
+def check_pol_rounds(rounds) -> tuple:
+    """`rounds` (`None`: `POL_ROUNDS`) checked: a non-empty sequence of dicts
+    whose keys are data terms `m`, `pvis`, regularizers `hw`, `ptv` (weights
+    finite and >= 0, at least one data term > 0) and `dterms` (bool, default
+    False: whether the D-terms move in that round)."""
+    if rounds is None:
+        return POL_ROUNDS
+    if isinstance(rounds, dict) or not isinstance(rounds, list | tuple) or not rounds:
+        raise ValueError(
+            "`pol_rounds` must be a non-empty list of dicts, one per round, e.g. "
+            "`[{'m': 5.0, 'hw': 1.0, 'ptv': 100.0, 'dterms': False}]` (the "
+            f"recipe's `POL_ROUNDS`), got {rounds!r}."
+        )
+    out = []
+    for k, r in enumerate(rounds):
+        if not isinstance(r, dict):
+            raise ValueError(f"`pol_rounds[{k}]` must be a dict, got {r!r}.")
+        extra = set(r) - set(_ROUND_KEYS) - {"dterms"}
+        if extra:
+            raise ValueError(
+                f"`pol_rounds[{k}]` has unknown key(s) {sorted(extra)}: the keys "
+                f"are the weights {list(_ROUND_KEYS)} and `dterms` (bool)."
+            )
+        w = {}
+        for key in _ROUND_KEYS:
+            if key in r:
+                x = r[key]
+                if isinstance(x, bool) or not isinstance(x, int | float):
+                    raise ValueError(
+                        f"`pol_rounds[{k}][{key!r}]` must be a number, got {x!r}."
+                    )
+                if not (np.isfinite(x) and x >= 0):
+                    raise ValueError(
+                        f"`pol_rounds[{k}][{key!r}]` must be finite and >= 0, got "
+                        f"{x!r}."
+                    )
+                if x > 0:  # a zero weight leaves the term out
+                    w[key] = float(x)
+        if not any(w.get(key, 0.0) > 0 for key in ("m", "pvis")):
+            raise ValueError(
+                f"`pol_rounds[{k}]` has no data term: give `m` or `pvis` a weight > 0."
+            )
+        w["dterms"] = check_flag(f"pol_rounds[{k}]['dterms']", r.get("dterms", False))
+        out.append(w)
+    return tuple(out)
+
+
 # ------------------------------------------------------------------ objectives
 def pol_round_objective(
     data: PolVisData,
@@ -346,10 +404,14 @@ def image_polarization(
     stokes_v: bool = False,
     fast: bool = False,
     forward: str = "separable",
+    rounds=None,
+    mask_fraction: float | None = None,
     log=None,
 ):
     """The polarimetric rounds (`POL_ROUNDS`) on prepared, self-calibrated data
     with the Stokes I image `image_i` fixed: [`image_m87_pol`][]'s second stage.
+    `rounds` and `mask_fraction` replace `POL_ROUNDS` and `POL_MASK_FRACTION`
+    (see [`image_m87_pol`][]).
 
     **Returns:** `(model, jones, start, rounds)`: the final `PolPixelImage`, the
     `StationJones` (fitted D-terms), the first objective and its terms at the
@@ -360,8 +422,10 @@ def image_polarization(
     jones = pol_jones(data)
     fitted = [s for s in data.station_names if s not in ZBL_CORRECTED_STATIONS]
     say(f"D-terms fitted for {fitted} (held at 0: zero-baseline corrected)")
+    pol_rounds = check_pol_rounds(rounds)
+    mask = POL_MASK_FRACTION if mask_fraction is None else mask_fraction
     intensity = PixelImage.from_prior(
-        image_i, grid, clipfloor=POL_MASK_FRACTION * float(image_i.max())
+        image_i, grid, clipfloor=mask * float(image_i.max())
     )
     model = PolPixelImage.init(
         intensity, frac=INIT_FRACTION, evpa=0.0, circular=stokes_v
@@ -369,7 +433,7 @@ def image_polarization(
     iterations = POL_ITERATIONS_FAST if fast else POL_ITERATIONS
     rounds, start = [], None
     t = time.perf_counter()
-    for r, weights in enumerate(POL_ROUNDS, start=1):
+    for r, weights in enumerate(pol_rounds, start=1):
         objective = pol_round_objective(
             data, grid, jones, weights, stokes_v=stokes_v,
             forward=forward,
@@ -425,6 +489,8 @@ def image_m87_pol(
     zbl: float | None = None,
     prior_fwhm: float | None = None,
     forward: str = "separable",
+    pol_rounds=None,
+    pol_mask: float | None = None,
     log=None,
 ):
     """Image M87 in full polarization: the published Stokes I recipe
@@ -448,6 +514,11 @@ def image_m87_pol(
     - `zbl`: the compact flux (Jy; `None`: M87's 0.6).
     - `prior_fwhm`: the Stokes I recipe's prior size (µas; `None`: M87's 40).
     - `forward`: the forward model of the data terms.
+    - `pol_rounds`: the polarimetric rounds, a list of dicts of weights (`m`,
+      `pvis`, `hw`, `ptv`) and `dterms` (whether the D-terms move in that round);
+      `None`: the recipe's `POL_ROUNDS`.
+    - `pol_mask`: the polarization is free where the Stokes I image exceeds this
+      fraction of its peak (in `[0, 1)`; `None`: `POL_MASK_FRACTION`).
     - `log`: a callable taking one line of progress (e.g. `print`), or `None`.
 
     **Returns:** `(stokes, report)`: the `(4, ny, nx)` image (I, Q, U, V in
@@ -472,6 +543,16 @@ def image_m87_pol(
             "the recipe runs in float64: call `jax.config.update('jax_enable_x64', "
             "True)` first."
         )
+    pol_rounds = check_pol_rounds(pol_rounds)
+    if pol_mask is not None and (
+        isinstance(pol_mask, bool)
+        or not isinstance(pol_mask, int | float)
+        or not 0 <= pol_mask < 1
+    ):
+        raise ValueError(
+            f"`pol_mask` must be a fraction of the Stokes I peak in [0, 1) (e.g. "
+            f"0.01), got {pol_mask!r}."
+        )
     t0 = time.perf_counter()
     zbl_used = ZBL if zbl is None else zbl
     # Read (and check) the polarimetric data first: a Stokes I file is refused
@@ -494,8 +575,9 @@ def image_m87_pol(
         f"polarization: {data.n_rows} scan-averaged rows, stations {data.station_names}"
     )
     model, jones, start, rounds = image_polarization(
-        data, image_i, grid, stokes_v=stokes_v, fast=fast, forward=forward, log=log
-    )
+        data, image_i, grid, stokes_v=stokes_v, fast=fast, forward=forward,
+        rounds=pol_rounds, mask_fraction=pol_mask, log=log,
+    )  # fmt: skip
     stokes = np.array(model())
     stokes[0] = image_i  # the Stokes I recipe's image, exactly
     d = np.asarray(jones.dterms())
