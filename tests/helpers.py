@@ -173,3 +173,15 @@ def run_two_processes(worker, *args, timeout: float = 240) -> None:
         f"--- process {i} (exit {p.returncode}):\n{log[-3000:]}"
         for i, (p, log) in enumerate(zip(procs, logs))
     )
+
+
+def load_example(name: str):
+    """The module of `examples/<name>.py`, loaded from its file (the examples are
+    scripts, not a package)."""
+    import importlib.util
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -10,15 +10,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-
-EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "m87_posterior.py"
+from tests.helpers import load_example
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("m87_posterior", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("m87_posterior")
 
 
 def test_whitened_image_prior_is_the_fixed_gmrf():

@@ -8,20 +8,12 @@ import pytest
 import eqmodels as em
 from tests.helpers import assert_allclose
 from tests.reference.numpy_ft import dft_matrix
+from tests.test_observe_pol import GRID, stokes_image
 
 
 M87 = dict(ra=187.7059, dec=12.3911, mjd=57854)
 TIMES = np.linspace(0.5, 6.0, 8)
-GRID = em.ImageGrid(12, 12, em.uas_to_rad(8.0))
 MOUNTS = {"AP": "nasmyth_r", "LM": "nasmyth_l", "PV": "nasmyth_l", "SM": "nasmyth_l"}
-
-
-def stokes_image(seed=0):
-    rng = np.random.default_rng(seed)
-    i = rng.uniform(0.2, 1.0, GRID.shape)
-    i *= 0.6 / i.sum()
-    q, u, v = rng.uniform(-0.3, 0.3, (3, *GRID.shape)) * i
-    return np.stack([i, q, u, 0.2 * v])
 
 
 def numpy_vis(data, plane):

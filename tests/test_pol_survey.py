@@ -2,25 +2,20 @@
 recipe's weights: its truths are what they say (checked with numpy), its scores
 are those of the images, and (slow) a small survey on a real night's coverage."""
 
-import importlib.util
 import json
-import pathlib
 
 import numpy as np
 import pytest
 
 import eqmodels as em
+from tests.helpers import load_example
 
 
-EXAMPLE = pathlib.Path(__file__).resolve().parents[1] / "examples" / "m87_pol_survey.py"
 GRID = em.ImageGrid.from_fov(32, 128.0)
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("m87_pol_survey", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_example("m87_pol_survey")
 
 
 def ring():
