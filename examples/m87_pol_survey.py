@@ -6,7 +6,7 @@ truth at the papers' 20 µas resolution.
 
     python examples/m87_pol_survey.py                  # the survey (2017-04-11)
     python examples/m87_pol_survey.py --shard 0/2 ...  # half of it (run two at once)
-    python examples/m87_pol_survey.py --report FILE    # the table of a finished run
+    python examples/m87_pol_survey.py --report FILE    # the table of a run (--day)
     python examples/m87_pol_survey.py --quick          # one truth, two weight sets
 
 Every run appends one JSON line to `--out` (runs already there are skipped, so a
@@ -73,6 +73,20 @@ PTV = (10.0, 30.0, 100.0, 300.0, 1000.0, 3000.0)
 HW = (0.1, 1.0, 10.0)
 MASK = (0.01, 0.05, 0.1)
 BLUR_UAS = R.SUMMARY_BLUR_UAS
+#: `--stokes-v`: Stokes V on the `twist` truth, `v0` a fraction of I varying as
+#: `cos(φ − v_pa_deg)` (a dipole across the ring) plus a uniform `v_net` (EHT M87*
+#: Paper IX: resolved ⟨|v|⟩ under 3.7 %, net under 1 %), and none at all (the
+#: spurious V the recipe makes).
+V_TRUTHS = {
+    "v_dipole": dict(v0=0.03, v_pa_deg=90.0, v_net=0.0),
+    "v_net": dict(v0=0.0, v_pa_deg=0.0, v_net=-0.01),
+    "v_none": dict(v0=0.0, v_pa_deg=0.0, v_net=0.0),
+}
+#: `--stokes-v`: the V weights surveyed (`vvis` data term, `l1v`, `vtv`
+#: regularizers), the linear polarization's at the recipe's `POL_ROUNDS`.
+VVIS = (1.0, 5.0, 20.0)
+L1V = (0.1, 1.0, 10.0)
+VTV = (10.0, 100.0, 1000.0)
 
 
 def reference_image(path: Path):
@@ -97,6 +111,20 @@ def truth_stokes(i_img: np.ndarray, grid, spec: dict, seed: int) -> np.ndarray:
     p = m * i_img * np.exp(2j * chi)
     p = p + spec["net"] * i_img * np.exp(2j * np.deg2rad(spec["net_evpa_deg"]))
     return np.stack([i_img, p.real, p.imag, np.zeros_like(i_img)])
+
+
+def with_stokes_v(stokes: np.ndarray, grid, spec: dict) -> np.ndarray:
+    """`stokes` with the V plane of a `V_TRUTHS` entry."""
+    i_img = stokes[0]
+    xx, yy = grid.coords()
+    x0 = float((i_img * xx).sum() / i_img.sum())
+    y0 = float((i_img * yy).sum() / i_img.sum())
+    phi = np.arctan2(xx - x0, yy - y0)
+    out = stokes.copy()
+    out[3] = i_img * (
+        spec["v0"] * np.cos(phi - np.deg2rad(spec["v_pa_deg"])) + spec["v_net"]
+    )
+    return out
 
 
 def coverage(day: str):
@@ -145,12 +173,32 @@ def scores(truth: np.ndarray, image: np.ndarray, grid) -> dict:
     }
 
 
-def run_one(data, truth, grid, ptv, hw, mask, seed, fast):
+def scores_v(truth: np.ndarray, image: np.ndarray, grid) -> dict:
+    """The net and image-averaged circular fractions (20 µas) of both and the V
+    images' normalised cross-correlation at 20 µas (`None` for a truth without V)."""
+    t = R.pol_summary(truth, grid, BLUR_UAS)
+    s = R.pol_summary(image, grid, BLUR_UAS)
+    fwhm = em.uas_to_rad(BLUR_UAS)
+    vt, vs = (np.asarray(blur_image(x[3], grid, fwhm)) for x in (truth, image))
+    norm = np.linalg.norm(vt) * np.linalg.norm(vs)
+    nx = float(np.vdot(vt, vs) / norm) if np.any(vt) and norm > 0 else None
+    keys = ("v_net", "v_avg")
+    return {
+        "truth_v": {k: float(t[k]) for k in keys},
+        "image_v": {k: float(s[k]) for k in keys},
+        "v_nxcorr": nx,
+    }
+
+
+def run_one(data, truth, grid, ptv, hw, mask, seed, fast, v_weights=None):
     syn = em.observe_same(truth, grid, data, dterms=DTERMS, seed=seed)
     t = time.perf_counter()
+    rounds = rounds_for(ptv, hw)
+    if v_weights is not None:
+        rounds = [dict(r, **v_weights) for r in rounds]
     model, jones, start, rounds = R.image_polarization(
-        syn, truth[0], grid, rounds=rounds_for(ptv, hw), mask_fraction=mask,
-        fast=fast,
+        syn, truth[0], grid, rounds=rounds, mask_fraction=mask, fast=fast,
+        stokes_v=v_weights is not None,
     )  # fmt: skip
     image = np.asarray(model())
     d = np.asarray(jones.dterms())
@@ -161,6 +209,8 @@ def run_one(data, truth, grid, ptv, hw, mask, seed, fast):
         if s in names
     )
     out = scores(truth, image, grid)
+    if v_weights is not None:
+        out.update(scores_v(truth, image, grid), chi2_vvis=rounds[-1]["terms"]["vvis"])
     out.update(
         seconds=time.perf_counter() - t,
         chi2_m=rounds[-1]["terms"].get("m"),
@@ -176,8 +226,14 @@ def configs(quick: bool):
     return list(itertools.product(PTV, HW, MASK))
 
 
-def report(path: Path) -> str:
+def _rows(path: Path, day: str) -> list[dict]:
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return [r for r in rows if r["day"] == day]
+
+
+def report(path: Path, day: str = "11") -> str:
+    """The table of a run's weight sets on one day's coverage, best first."""
+    rows = _rows(path, day)
     by = {}
     for r in rows:
         by.setdefault((r["ptv"], r["hw"], r["mask"]), []).append(r)
@@ -220,6 +276,36 @@ def report(path: Path) -> str:
     return "\n".join(lines)
 
 
+def report_v(path: Path, day: str = "11") -> str:
+    """The table of a `--stokes-v` run on one day's coverage."""
+    rows = _rows(path, day)
+    by = {}
+    for r in rows:
+        by.setdefault((r["vvis"], r["l1v"], r["vtv"]), []).append(r)
+    lines = [
+        "| vvis | l1v | vtv | V nxcorr (mean, min) | Δv_net (pp, max) "
+        "| Δ⟨|v|⟩ (pp, mean) | spurious ⟨|v|⟩ (pp) | χ² vvis |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+
+    def score(rs):
+        return np.mean([r["v_nxcorr"] for r in rs if r["v_nxcorr"] is not None])
+
+    for k in sorted(by, key=lambda k: -score(by[k])):
+        rs = by[k]
+        nx = [r["v_nxcorr"] for r in rs if r["v_nxcorr"] is not None]
+        dn = [100 * (r["image_v"]["v_net"] - r["truth_v"]["v_net"]) for r in rs]
+        da = [100 * (r["image_v"]["v_avg"] - r["truth_v"]["v_avg"]) for r in rs]
+        spur = [100 * r["image_v"]["v_avg"] for r in rs if r["truth_name"] == "v_none"]
+        lines.append(
+            f"| {k[0]:g} | {k[1]:g} | {k[2]:g} | {np.mean(nx):.3f}, {min(nx):.3f} | "
+            f"{max(dn, key=abs):+.2f} | {np.mean(da):+.2f} | "
+            f"{(np.mean(spur) if spur else float('nan')):.2f} | "
+            f"{np.mean([r['chi2_vvis'] for r in rs]):.2f} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--day", default="11", choices=sorted(DAYS))
@@ -228,9 +314,15 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--fast", action="store_true", help="50 steps per round")
     ap.add_argument(
+        "--stokes-v",
+        action="store_true",
+        help="survey the Stokes V weights (vvis, l1v, vtv) instead",
+    )
+    ap.add_argument(
         "--configs",
-        metavar="PTV,HW,MASK;...",
-        help="only these weight sets (default the whole grid)",
+        metavar="A,B,C;...",
+        help="only these weight sets, PTV,HW,MASK (VVIS,L1V,VTV with --stokes-v); "
+        "default the whole grid",
     )
     ap.add_argument("--report", metavar="FILE")
     ap.add_argument(
@@ -238,8 +330,9 @@ def main(argv=None) -> int:
         default=str(SHARED / "reference" / "m87_2017_101_ehtim_pipeline.fits"),
     )
     args = ap.parse_args(argv)
+    table = report_v if args.stokes_v else report
     if args.report:
-        print(report(Path(args.report)))
+        print(table(Path(args.report), args.day))
         return 0
     k, n = (int(x) for x in args.shard.split("/"))
     if not os.path.isfile(args.reference):
@@ -247,40 +340,66 @@ def main(argv=None) -> int:
         return 2
     i_img, grid = reference_image(Path(args.reference))
     data = coverage(args.day)
-    truths = dict(list(TRUTHS.items())[:1]) if args.quick else TRUTHS
+    fast = args.fast or args.quick
+    if args.stokes_v:
+        names = list(V_TRUTHS)[:1] if args.quick else list(V_TRUTHS)
+        cfgs = (
+            [(5.0, 1.0, 100.0)]
+            if args.quick
+            else list(itertools.product(VVIS, L1V, VTV))
+        )
+        fields = ("vvis", "l1v", "vtv")
+    else:
+        names = list(TRUTHS)[:1] if args.quick else list(TRUTHS)
+        cfgs = configs(args.quick)
+        fields = ("ptv", "hw", "mask")
+    if args.configs:
+        cfgs = [tuple(float(x) for x in c.split(",")) for c in args.configs.split(";")]
     out = Path(args.out)
     done = set()
     if out.is_file():
         for line in out.read_text().splitlines():
             r = json.loads(line)
-            done.add((r["truth_name"], r["ptv"], r["hw"], r["mask"], r["day"]))
-    grid_cfgs = configs(args.quick)
-    if args.configs:
-        grid_cfgs = [
-            tuple(float(x) for x in c.split(",")) for c in args.configs.split(";")
-        ]
-    plan = [(name, cfg) for cfg in grid_cfgs for name in truths]
-    for j, (name, (ptv, hw, mask)) in enumerate(plan):
-        if j % n != k or (name, ptv, hw, mask, args.day) in done:
+            if all(f in r for f in fields):
+                done.add((r["truth_name"], *(r[f] for f in fields), r["day"]))
+    plan = [(name, cfg) for cfg in cfgs for name in names]
+    for j, (name, cfg) in enumerate(plan):
+        if j % n != k or (name, *cfg, args.day) in done:
             continue
-        seed = list(TRUTHS).index(name)
-        truth = truth_stokes(i_img, grid, TRUTHS[name], seed)
-        r = run_one(data, truth, grid, ptv, hw, mask, seed, args.fast or args.quick)
-        r.update(truth_name=name, ptv=ptv, hw=hw, mask=mask, day=args.day)
+        if args.stokes_v:
+            seed = 10 + list(V_TRUTHS).index(name)
+            base = truth_stokes(i_img, grid, TRUTHS["twist"], seed)
+            truth = with_stokes_v(base, grid, V_TRUTHS[name])
+            lin = R.POL_ROUNDS[1]
+            r = run_one(
+                data, truth, grid, lin["ptv"], lin["hw"], R.POL_MASK_FRACTION,
+                seed, fast, v_weights=dict(zip(fields, cfg)),
+            )  # fmt: skip
+        else:
+            seed = list(TRUTHS).index(name)
+            truth = truth_stokes(i_img, grid, TRUTHS[name], seed)
+            r = run_one(data, truth, grid, *cfg, seed, fast)
+        r.update(truth_name=name, day=args.day, **dict(zip(fields, cfg)))
         with out.open("a") as f:
             f.write(json.dumps(r) + "\n")
-        print(
-            f"{name:14s} ptv {ptv:6g} hw {hw:4g} mask {mask:4g}: nxcorr "
-            f"{r['p_nxcorr']:.3f}  <|m|> {100 * r['image']['m_avg']:.1f} % "
-            f"(truth {100 * r['truth']['m_avg']:.1f})  m_net "
-            f"{100 * r['image']['m_net']:.2f} ({100 * r['truth']['m_net']:.2f})  "
-            f"β2 {r['image']['beta2_abs']:.3f} {r['image']['beta2_arg_deg']:.0f}° "
-            f"({r['truth']['beta2_abs']:.3f} {r['truth']['beta2_arg_deg']:.0f}°)  "
-            f"{r['seconds']:.0f} s",
-            flush=True,
-        )
+        weights = " ".join(f"{f} {x:g}" for f, x in zip(fields, cfg))
+        if args.stokes_v:
+            what = (
+                f"v_net {100 * r['image_v']['v_net']:+.2f} "
+                f"({100 * r['truth_v']['v_net']:+.2f})  <|v|> "
+                f"{100 * r['image_v']['v_avg']:.2f} ({100 * r['truth_v']['v_avg']:.2f})"
+            )
+        else:
+            what = (
+                f"nxcorr {r['p_nxcorr']:.3f}  <|m|> {100 * r['image']['m_avg']:.1f} % "
+                f"(truth {100 * r['truth']['m_avg']:.1f})  m_net "
+                f"{100 * r['image']['m_net']:.2f} ({100 * r['truth']['m_net']:.2f})  "
+                f"β2 {r['image']['beta2_abs']:.3f} {r['image']['beta2_arg_deg']:.0f}° "
+                f"({r['truth']['beta2_abs']:.3f} {r['truth']['beta2_arg_deg']:.0f}°)"
+            )
+        print(f"{name:14s} {weights}: {what}  {r['seconds']:.0f} s", flush=True)
     if out.is_file():
-        print(report(out))
+        print(table(out, args.day))
     return 0
 
 

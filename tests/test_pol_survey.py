@@ -86,6 +86,25 @@ def test_scores_of_the_truth_itself_are_perfect():
     assert t["p_nxcorr"] == pytest.approx(np.cos(np.deg2rad(40.0)), abs=1e-12)
 
 
+def test_stokes_v_truths_and_scores():
+    survey = load()
+    base = survey.truth_stokes(ring(), GRID, survey.TRUTHS["twist"], seed=0)
+    net = survey.with_stokes_v(base, GRID, survey.V_TRUTHS["v_net"])
+    np.testing.assert_array_equal(net[:3], base[:3])
+    assert net[3].sum() / net[0].sum() == pytest.approx(-0.01, rel=1e-12)
+    dipole = survey.with_stokes_v(base, GRID, survey.V_TRUTHS["v_dipole"])
+    # east positive, west negative (cos of the position angle from 90°)
+    xx, _ = GRID.coords()
+    bright = dipole[0] > 0.5 * dipole[0].max()
+    assert np.all(dipole[3][bright & (xx > em.uas_to_rad(10))] > 0)
+    assert np.all(dipole[3][bright & (xx < -em.uas_to_rad(10))] < 0)
+    s = survey.scores_v(dipole, dipole, GRID)
+    assert s["v_nxcorr"] == pytest.approx(1.0, abs=1e-12)
+    assert s["truth_v"] == s["image_v"]
+    none = survey.with_stokes_v(base, GRID, survey.V_TRUTHS["v_none"])
+    assert survey.scores_v(none, dipole, GRID)["v_nxcorr"] is None
+
+
 @pytest.mark.slow
 def test_quick_survey_on_a_real_night(tmp_path, shared_data, capsys):
     ref = shared_data / "reference" / "m87_2017_101_ehtim_pipeline.fits"
@@ -105,3 +124,10 @@ def test_quick_survey_on_a_real_night(tmp_path, shared_data, capsys):
     assert survey.main(["--quick", "--out", str(out), "--reference", str(ref)]) == 0
     assert len(out.read_text().splitlines()) == 2
     assert "| ptv | hw | mask |" in capsys.readouterr().out
+    # The Stokes V survey: V imaged, its scores recorded.
+    out_v = tmp_path / "v.jsonl"
+    argv = ["--stokes-v", "--quick", "--out", str(out_v), "--reference", str(ref)]
+    assert survey.main(argv) == 0
+    (row,) = [json.loads(x) for x in out_v.read_text().splitlines()]
+    assert row["v_nxcorr"] > 0.5 and 0.5 < row["chi2_vvis"] < 3.0
+    assert "| vvis | l1v | vtv |" in capsys.readouterr().out

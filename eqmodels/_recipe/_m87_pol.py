@@ -92,25 +92,26 @@ INIT_FRACTION = 0.05
 #: imaging does: with the `pvis` term and the D-terms solved with the image
 #: (`dterms`: whether the D-terms move in that round). eht-imaging's
 #: `chi2_offset`-style objective `Σ α (χ² − 1) + Σ β R`. The regularizer weights
-#: `hw` 10 and `ptv` 300 (the example's 1 and 100 before) were chosen, as Paper
-#: VII chose its parameters, by a synthetic-data survey
-#: (`examples/m87_pol_survey.py`; docs/recipe.md "How the polarimetric weights
-#: were chosen"): the best of 18 weight sets with the 1 % mask on five known
-#: images observed with 2017-04-11's coverage, noise and leakage. The
-#: regularizers are **not** normalised: the example's weights are for
-#: eht-imaging's `Imager` default `norm_reg=False` (normalised, `ptv` would weigh
-#: about 20x more at M87's flux and resolution, and dominate the fit).
+#: (`hw` 300, `ptv` 100; the example's `hw` is 1) were chosen, as Paper VII chose
+#: its parameters, by a synthetic-data survey (`examples/m87_pol_survey.py`;
+#: docs/recipe.md "How the polarimetric weights were chosen"): with the 1 % mask,
+#: the best P-image fidelity on five known images observed with 2017-04-11's
+#: coverage, noise and leakage among the sets whose mean ⟨|m|⟩ and |m_net| are
+#: within 0.5 percentage points of the truth. The regularizers are **not**
+#: normalised: the example's weights are for eht-imaging's `Imager` default
+#: `norm_reg=False` (normalised, `ptv` would weigh about 20x more at M87's flux
+#: and resolution, and dominate the fit).
 POL_ROUNDS = (
-    {"m": 1.0, "hw": 10.0, "dterms": False},
-    {"m": 5.0, "hw": 10.0, "ptv": 300.0, "dterms": False},
-    {"m": 5.0, "pvis": 5.0, "hw": 10.0, "ptv": 300.0, "dterms": True},
-    {"m": 5.0, "pvis": 5.0, "hw": 10.0, "ptv": 300.0, "dterms": True},
+    {"m": 1.0, "hw": 300.0, "dterms": False},
+    {"m": 5.0, "hw": 300.0, "ptv": 100.0, "dterms": False},
+    {"m": 5.0, "pvis": 5.0, "hw": 300.0, "ptv": 100.0, "dterms": True},
+    {"m": 5.0, "pvis": 5.0, "hw": 300.0, "ptv": 100.0, "dterms": True},
 )
 #: With `stokes_v`: eht-imaging's Stokes V data term `vvis` and regularizers
-#: `l1v`, `vtv` in every round (unnormalised as the others; weights ours: the
-#: data term as the pvis term, the L1 and TV as hw and ptv, pulling V to zero
-#: where the data do not ask for it).
-STOKES_V_TERMS = {"vvis": 5.0, "l1v": 1.0, "vtv": 100.0}
+#: `l1v`, `vtv` in every round (unnormalised as the others), weights from the
+#: survey's Stokes V part (`--stokes-v`: the best V-image fidelity on a dipolar
+#: 3 %, a uniform −1 % and no V, with the linear weights above).
+STOKES_V_TERMS = {"vvis": 20.0, "l1v": 1.0, "vtv": 1000.0}
 #: L-BFGS steps per polarimetric round (eht-imaging's `MAXIT` of its Imager,
 #: 200); with `fast` 50.
 POL_ITERATIONS = 200
@@ -263,13 +264,16 @@ def pol_jones(data: PolVisData) -> StationJones:
 
 
 _ROUND_KEYS = ("m", "pvis", "hw", "ptv")
+_V_KEYS = tuple(STOKES_V_TERMS)
 
 
-def check_pol_rounds(rounds) -> tuple:
+def check_pol_rounds(rounds, stokes_v: bool = False) -> tuple:
     """`rounds` (`None`: `POL_ROUNDS`) checked: a non-empty sequence of dicts
     whose keys are data terms `m`, `pvis`, regularizers `hw`, `ptv` (weights
-    finite and >= 0, at least one data term > 0) and `dterms` (bool, default
-    False: whether the D-terms move in that round)."""
+    finite and >= 0, at least one data term > 0), with `stokes_v` also the
+    Stokes V weights `vvis`, `l1v`, `vtv` (replacing `STOKES_V_TERMS`' in that
+    round), and `dterms` (bool, default False: whether the D-terms move in that
+    round)."""
     if rounds is None:
         return POL_ROUNDS
     if isinstance(rounds, dict) or not isinstance(rounds, list | tuple) or not rounds:
@@ -282,14 +286,20 @@ def check_pol_rounds(rounds) -> tuple:
     for k, r in enumerate(rounds):
         if not isinstance(r, dict):
             raise ValueError(f"`pol_rounds[{k}]` must be a dict, got {r!r}.")
-        extra = set(r) - set(_ROUND_KEYS) - {"dterms"}
+        keys = _ROUND_KEYS + (_V_KEYS if stokes_v else ())
+        extra = set(r) - set(keys) - {"dterms"}
         if extra:
+            v_hint = (
+                ""
+                if stokes_v or not extra & set(_V_KEYS)
+                else " (the Stokes V weights need `stokes_v=True`)"
+            )
             raise ValueError(
                 f"`pol_rounds[{k}]` has unknown key(s) {sorted(extra)}: the keys "
-                f"are the weights {list(_ROUND_KEYS)} and `dterms` (bool)."
+                f"are the weights {list(keys)} and `dterms` (bool){v_hint}."
             )
         w = {}
-        for key in _ROUND_KEYS:
+        for key in keys:
             if key in r:
                 x = r[key]
                 if isinstance(x, bool) or not isinstance(x, int | float):
@@ -301,7 +311,7 @@ def check_pol_rounds(rounds) -> tuple:
                         f"`pol_rounds[{k}][{key!r}]` must be finite and >= 0, got "
                         f"{x!r}."
                     )
-                if x > 0:  # a zero weight leaves the term out
+                if x > 0 or key in _V_KEYS:  # a zero weight leaves the term out
                     w[key] = float(x)
         if not any(w.get(key, 0.0) > 0 for key in ("m", "pvis")):
             raise ValueError(
@@ -331,7 +341,9 @@ def pol_round_objective(
     wts = dict(weights)
     wts.pop("dterms", None)
     if stokes_v:
-        wts.update(STOKES_V_TERMS)
+        for key, weight in STOKES_V_TERMS.items():
+            wts.setdefault(key, weight)
+    wts = {key: weight for key, weight in wts.items() if weight > 0}
     terms, w = [], []
     makers = {"m": FracPolChi2, "pvis": PolVisChi2, "vvis": StokesVChi2}
     for key, cls in makers.items():
@@ -422,7 +434,7 @@ def image_polarization(
     jones = pol_jones(data)
     fitted = [s for s in data.station_names if s not in ZBL_CORRECTED_STATIONS]
     say(f"D-terms fitted for {fitted} (held at 0: zero-baseline corrected)")
-    pol_rounds = check_pol_rounds(rounds)
+    pol_rounds = check_pol_rounds(rounds, stokes_v)
     mask = POL_MASK_FRACTION if mask_fraction is None else mask_fraction
     intensity = PixelImage.from_prior(
         image_i, grid, clipfloor=mask * float(image_i.max())
@@ -543,7 +555,7 @@ def image_m87_pol(
             "the recipe runs in float64: call `jax.config.update('jax_enable_x64', "
             "True)` first."
         )
-    pol_rounds = check_pol_rounds(pol_rounds)
+    pol_rounds = check_pol_rounds(pol_rounds, stokes_v)
     if pol_mask is not None and (
         isinstance(pol_mask, bool)
         or not isinstance(pol_mask, int | float)
