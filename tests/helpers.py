@@ -46,11 +46,23 @@ def central_fd(f, x, directions, h):
     )
 
 
-def check_grad_fd(f, x, *, n_dirs=4, rel_h=1e-5, rtol=1e-6, seed=0):
-    """Compare `jax.grad(f)(x)` projected on random directions with central finite
-    differences ([`eqmodels.testing.check_grad_fd`][])."""
+def check_grad_fd(f, x, *, n_dirs=4, rel_h=1e-5, rtol=1e-6, seed=0, grad=None):
+    """Compare `jax.grad(f)(x)` (or `grad`, that gradient computed by the caller,
+    e.g. by a program it compiled once) projected on random directions with central
+    finite differences ([`eqmodels.testing.check_grad_fd`][]). The gradient is
+    taken compiled (`eqmodels.testing` takes it op by op, one small compilation per
+    operation)."""
+    x = np.asarray(x)
+    if grad is None:
+        grad = jax.jit(jax.grad(f))(x)
     emt.check_grad_fd(
-        f, np.asarray(x), n_directions=n_dirs, rel_step=rel_h, rtol=rtol, seed=seed
+        f,
+        x,
+        grad=grad,
+        n_directions=n_dirs,
+        rel_step=rel_h,
+        rtol=rtol,
+        seed=seed,
     )
 
 

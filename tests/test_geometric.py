@@ -88,22 +88,29 @@ def np_crescent(u, v, f, R, r, dx, dy):
 BETA = [0.2 - 0.1j, 0.05j, -0.03 + 0.02j]
 
 
+# `J_2'` at one point, compiled once (a program per argument shape: the Bessel
+# tests below share it, and their order-MAX_ORDER calls share one shape, 1235).
+_J2_PRIME = jax.jit(jax.grad(lambda t: bessel_j(3, t)[2]))
+
+
 def test_bessel_power_series_branch_matches_scipy():
     # every |z| ≤ 6: the power-series branch (float64), both signs, all orders
-    z = np.concatenate([np.linspace(-6, 6, 601), [0.0, 1e-300, -1e-300]])
+    # (zeros pad it to the shape of `test_bessel_matches_scipy`'s call: one program)
+    z = np.concatenate([np.linspace(-6, 6, 601), [0.0, 1e-300, -1e-300], [0.0] * 631])
     j = np.asarray(bessel_j(MAX_ORDER, jnp.asarray(z)))
     for m in range(MAX_ORDER + 1):
         np.testing.assert_allclose(j[m], sp.jv(m, z), rtol=0, atol=2e-15)
     for z0 in (0.3, -2.2, 5.9):
-        g = jax.grad(lambda t: bessel_j(3, t)[2])(jnp.asarray(z0))
+        g = _J2_PRIME(jnp.asarray(z0))
         np.testing.assert_allclose(float(g), sp.jvp(2, z0), rtol=1e-12, atol=1e-15)
 
 
 def test_bessel_branches_agree_at_the_switch():
     # the same points evaluated by the series (all |z| ≤ 6) and by the table (one
-    # more point beyond 6 in the call): the two methods agree to rounding
+    # more point beyond 6 in the call): the two methods agree to rounding (both
+    # calls of the same shape, one compiled program)
     z = np.linspace(0.0, 6.0, 301)
-    series = np.asarray(bessel_j(4, jnp.asarray(z)))
+    series = np.asarray(bessel_j(4, jnp.asarray(np.r_[z, 6.0])))[:, :-1]
     table = np.asarray(bessel_j(4, jnp.asarray(np.r_[z, 6.5])))[:, :-1]
     np.testing.assert_allclose(series, table, rtol=0, atol=3e-15)
     assert not np.array_equal(series, table)  # two methods, not one
@@ -115,7 +122,8 @@ def test_bessel_branches_agree_at_the_switch():
 
 
 def test_bessel_float32():
-    for z in (np.linspace(-2, 2, 101), np.linspace(-30, 30, 301)):  # series, table
+    # series, table (one shape: one compiled program)
+    for z in (np.linspace(-2, 2, 301), np.linspace(-30, 30, 301)):
         j = np.asarray(bessel_j(5, jnp.asarray(z, jnp.float32)))
         assert j.dtype == np.float32
         for m in range(6):
@@ -128,7 +136,7 @@ def test_bessel_matches_scipy():
     for m in range(MAX_ORDER + 1):
         np.testing.assert_allclose(j[m], sp.jv(m, z), rtol=0, atol=2e-14)
     for z0 in (0.3, 7.1, 450.3):
-        g = jax.grad(lambda t: bessel_j(3, t)[2])(jnp.asarray(z0))
+        g = _J2_PRIME(jnp.asarray(z0))
         np.testing.assert_allclose(float(g), sp.jvp(2, z0), rtol=1e-11, atol=1e-14)
 
 

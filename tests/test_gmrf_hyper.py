@@ -286,11 +286,16 @@ def test_posterior_unconstrained_density_with_hyperpriors(centred):
         + np.log(2.2)  # the log-Jacobian of σ = e^{z_σ}, ρ = e^{z_ρ}
     )
     # jit and vmap of the unconstrained density and its gradient.
-    ld = jax.jit(lambda z: post.log_density_unconstrained(z))
-    np.testing.assert_allclose(ld(z), expected, rtol=1e-12)
-    val, grad = jax.jit(
+    # (one compiled program gives the value and the gradient: `ld` is its value)
+    value_and_grad = jax.jit(
         jax.value_and_grad(lambda z: post.log_density_unconstrained(z))
-    )(z)
+    )
+
+    def ld(z):
+        return value_and_grad(z)[0]
+
+    np.testing.assert_allclose(ld(z), expected, rtol=1e-12)
+    val, grad = value_and_grad(z)
     np.testing.assert_allclose(val, expected, rtol=1e-12)
     zs = jnp.stack([z, z + 0.01, z - 0.02])
     vals = jax.jit(jax.vmap(lambda z: post.log_density_unconstrained(z)))(zs)

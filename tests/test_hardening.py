@@ -540,7 +540,7 @@ def test_zero_weights_switch_terms_off_and_traced_weights_pass():
     assert em.Objective([_AMP, _TV], [0, 0]).weights.tolist() == [0.0, 0.0]
     # Under vmap the weights are tracers: no concrete check, any value computes.
     ws = jnp.array([[1.0, 2.0], [0.0, 1.0], [-1.0, 1.0]])
-    vals = jax.vmap(lambda w: (_AMP + _TV).with_weights(w)(img))(ws)
+    vals = jax.jit(jax.vmap(lambda w: (_AMP + _TV).with_weights(w)(img)))(ws)
     assert_allclose(vals[2], -_AMP(img) + _TV(img), rtol=1e-13)
 
 

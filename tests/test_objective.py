@@ -73,18 +73,24 @@ def test_value_grad_and_report_match_numpy(forward):
     img = positive_image(seed=4)
     ref_val, ref_grad, ref_parts = reference(img, WEIGHTS)
     rtol = FORWARD_RTOL[forward]
-    vg = eqx.filter_jit(eqx.filter_value_and_grad(lambda x, o: o(x)))
-    val, grad = vg(jnp.asarray(img), obj)
+
+    @eqx.filter_jit  # the three forms in one compiled program
+    def forms(x, o):
+        return (
+            eqx.filter_value_and_grad(lambda x, o: o(x))(x, o),
+            o.report(x),
+            # Value and report from one evaluation, and as `has_aux` for a gradient.
+            eqx.filter_value_and_grad(lambda x, o: o.value_and_report(x), has_aux=True)(
+                x, o
+            ),
+        )
+
+    (val, grad), report, ((val2, report2), grad2) = forms(jnp.asarray(img), obj)
     assert_allclose(val, ref_val, rtol=rtol)
     assert_allclose(grad, ref_grad, rtol=rtol)
-    report = eqx.filter_jit(lambda x, o: o.report(x))(jnp.asarray(img), obj)
     assert set(report) == set(obj.names)  # (jit returns dicts with sorted keys)
     got = np.array([report[n] for n in obj.names])
     assert_allclose(got, np.array(ref_parts), rtol=rtol)
-    # Value and report from one evaluation, and as `has_aux` for a gradient.
-    (val2, report2), grad2 = eqx.filter_jit(
-        eqx.filter_value_and_grad(lambda x, o: o.value_and_report(x), has_aux=True)
-    )(jnp.asarray(img), obj)
     assert_allclose(val2, ref_val, rtol=rtol)
     assert_allclose(grad2, ref_grad, rtol=rtol)
     got2 = np.array([report2[n] for n in obj.names])

@@ -173,17 +173,27 @@ def test_log_density_and_gradient_match_numpy(problem):
     ll, ll_grad = problem.log_likelihood(x)
     lp, lp_grad, _ = gmrf_reference(x, problem.mu, problem.tau, problem.kappa, NY, NX)
     post = problem.posterior
-    np.testing.assert_allclose(post.log_likelihood(model), ll, rtol=1e-12)
-    np.testing.assert_allclose(post.log_prior(model), lp, rtol=1e-12)
-    val, grad = eqx.filter_value_and_grad(post.log_density)(model)
-    np.testing.assert_allclose(val, ll + lp, rtol=1e-12)
-    np.testing.assert_allclose(grad.params, ll_grad + lp_grad, rtol=1e-12, atol=1e-9)
-    # The objective form: −ln p, under jit.
-    np.testing.assert_allclose(eqx.filter_jit(post)(model), -(ll + lp), rtol=1e-12)
     # No positive priors: the unconstrained vector is the parameters themselves.
     z = post.to_unconstrained(model)
     np.testing.assert_allclose(z, x, rtol=0, atol=0)
-    np.testing.assert_allclose(post.log_density_unconstrained(z), ll + lp, rtol=1e-12)
+
+    @eqx.filter_jit  # every form in one compiled program (op by op took seconds)
+    def forms(post, model, z):
+        return (
+            post.log_likelihood(model),
+            post.log_prior(model),
+            eqx.filter_value_and_grad(post.log_density)(model),
+            post(model),  # the objective form: −ln p
+            post.log_density_unconstrained(z),
+        )
+
+    got_ll, got_lp, (val, grad), objective, unconstrained = forms(post, model, z)
+    np.testing.assert_allclose(got_ll, ll, rtol=1e-12)
+    np.testing.assert_allclose(got_lp, lp, rtol=1e-12)
+    np.testing.assert_allclose(val, ll + lp, rtol=1e-12)
+    np.testing.assert_allclose(grad.params, ll_grad + lp_grad, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(objective, -(ll + lp), rtol=1e-12)
+    np.testing.assert_allclose(unconstrained, ll + lp, rtol=1e-12)
 
 
 def lognormal(m, s):

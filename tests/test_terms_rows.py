@@ -19,8 +19,13 @@ from tests.toys import FluxDensityChi2, OwnCall
 FORWARDS = ["direct", "separable", "nufft"]
 
 
+# One jitted function for every call: terms of the same structure and shapes (a
+# permutation of the rows, the same case in another test) share its program.
+_VALUE_AND_GRAD = eqx.filter_jit(jax.value_and_grad(lambda x, t: t(x)))
+
+
 def _value_and_grad(term, x):
-    return eqx.filter_jit(jax.value_and_grad(lambda x, t: t(x)))(x, term)
+    return _VALUE_AND_GRAD(x, term)
 
 
 @pytest.mark.parametrize("forward", FORWARDS)
