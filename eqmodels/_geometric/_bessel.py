@@ -7,9 +7,10 @@
   `J_m(z) = (z/2)^m Σ_{k ≤ 20} (−z²/4)^k / (k! (k + m)!)` (Horner in `z²/4`; the
   omitted terms are below 3e-18, the rounding of its largest term below 2e-15, in
   float32 below 1e-7: its terms are then at most 1). This is what the m-rings of
-  EHT data need (`z = 2π R ρ ≈ 5` for a 42 µas ring at 8 Gλ), about 4× cheaper
-  than the table below, which needs a gather. One branch for the whole call
-  (`lax.cond` on `max |z|`; under `vmap` with a batched argument both run);
+  EHT data need (`z = 2π R ρ ≈ 5` for a 42 µas ring at 8 Gλ), and cheaper than
+  the table below, which needs a gather (docs/benchmarks.md). One branch for the
+  whole call (`lax.cond` on `max |z|`; under `vmap` with a batched argument both
+  run);
 - otherwise, `|z| ≤ 400`: piecewise Taylor polynomials. `[0, 400]` is cut into intervals of
   width 2; on each, `J_m` is its Taylor series of degree 18 about the interval's
   centre `c` (remainder below `1/19! ≈ 8e-18`, since every derivative of `J_m` is

@@ -80,8 +80,9 @@ POL_UV_MIN = UV_ZBLCUT
 #: polarization only where I is above 10 % of the peak, this keeps 10x fainter
 #: pixels free so that the cut is a measurement choice, not an imaging one. (On
 #: synthetic data a 5 or 10 % mask scores better, but on the 2017 days it fits
-#: the data worse, `m` χ² 1.37 -> 2.09 on 04-11, and drives |m_net| under 1 %:
-#: the real data carry polarized flux in fainter pixels; docs/recipe.md.)
+#: the data worse and drives |m_net| under 1 %: the real data carry polarized
+#: flux in fainter pixels; docs/recipe.md, "How the polarimetric weights were
+#: chosen".)
 POL_MASK_FRACTION = 0.01
 #: The starting point of the polarization: uniform 5 % linear polarization at
 #: EVPA 0 (eht-imaging starts polarized, its `ρ' → −∞` being unreachable; ours
