@@ -190,7 +190,9 @@ def scores_v(truth: np.ndarray, image: np.ndarray, grid) -> dict:
     }
 
 
-def run_one(data, truth, grid, ptv, hw, mask, seed, fast, v_weights=None):
+def run_one(
+    data, truth, grid, ptv, hw, mask, seed, fast, v_weights=None, iterations=None
+):
     syn = em.observe_same(truth, grid, data, dterms=DTERMS, seed=seed)
     t = time.perf_counter()
     rounds = rounds_for(ptv, hw)
@@ -198,7 +200,7 @@ def run_one(data, truth, grid, ptv, hw, mask, seed, fast, v_weights=None):
         rounds = [dict(r, **v_weights) for r in rounds]
     model, jones, start, rounds = R.image_polarization(
         syn, truth[0], grid, rounds=rounds, mask_fraction=mask, fast=fast,
-        stokes_v=v_weights is not None,
+        stokes_v=v_weights is not None, iterations=iterations,
     )  # fmt: skip
     image = np.asarray(model())
     d = np.asarray(jones.dterms())
@@ -236,11 +238,12 @@ def report(path: Path, day: str = "11") -> str:
     rows = _rows(path, day)
     by = {}
     for r in rows:
-        by.setdefault((r["ptv"], r["hw"], r["mask"]), []).append(r)
+        key = (r["ptv"], r["hw"], r["mask"], r.get("iterations", "?"))
+        by.setdefault(key, []).append(r)
     lines = [
-        "| ptv | hw | mask | P nxcorr (mean, min) | Δ⟨|m|⟩ (pp, mean) | Δ|m_net| (pp) "
-        "| |Δβ₂| | Δ∠β₂ (deg) | χ² m / pvis | D-term err |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| ptv | hw | mask | steps | P nxcorr (mean, min) | Δ⟨|m|⟩ (pp, mean) "
+        "| Δ|m_net| (pp) | |Δβ₂| | Δ∠β₂ (deg) | χ² m / pvis | D-term err |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def mean(xs):
@@ -257,7 +260,7 @@ def report(path: Path, day: str = "11") -> str:
             for r in rs
         ]
         lines.append(
-            f"| {k[0]:g} | {k[1]:g} | {k[2]:g} | "
+            f"| {k[0]:g} | {k[1]:g} | {k[2]:g} | {k[3]} | "
             f"{mean([r['p_nxcorr'] for r in rs]):.3f}, "
             f"{min(r['p_nxcorr'] for r in rs):.3f} | {mean(dm):+.2f} "
             f"({min(dm):+.1f}..{max(dm):+.1f}) | {mean(dn):+.2f} | "
@@ -281,11 +284,12 @@ def report_v(path: Path, day: str = "11") -> str:
     rows = _rows(path, day)
     by = {}
     for r in rows:
-        by.setdefault((r["vvis"], r["l1v"], r["vtv"]), []).append(r)
+        key = (r["vvis"], r["l1v"], r["vtv"], r.get("iterations", "?"))
+        by.setdefault(key, []).append(r)
     lines = [
-        "| vvis | l1v | vtv | V nxcorr (mean, min) | Δv_net (pp, max) "
+        "| vvis | l1v | vtv | steps | V nxcorr (mean, min) | Δv_net (pp, max) "
         "| Δ⟨|v|⟩ (pp, mean) | spurious ⟨|v|⟩ (pp) | χ² vvis |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
 
     def score(rs):
@@ -298,7 +302,8 @@ def report_v(path: Path, day: str = "11") -> str:
         da = [100 * (r["image_v"]["v_avg"] - r["truth_v"]["v_avg"]) for r in rs]
         spur = [100 * r["image_v"]["v_avg"] for r in rs if r["truth_name"] == "v_none"]
         lines.append(
-            f"| {k[0]:g} | {k[1]:g} | {k[2]:g} | {np.mean(nx):.3f}, {min(nx):.3f} | "
+            f"| {k[0]:g} | {k[1]:g} | {k[2]:g} | {k[3]} | "
+            f"{np.mean(nx):.3f}, {min(nx):.3f} | "
             f"{max(dn, key=abs):+.2f} | {np.mean(da):+.2f} | "
             f"{(np.mean(spur) if spur else float('nan')):.2f} | "
             f"{np.mean([r['chi2_vvis'] for r in rs]):.2f} |"
@@ -313,6 +318,14 @@ def main(argv=None) -> int:
     ap.add_argument("--shard", default="0/1", help="k/n: run every n-th run from k")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--fast", action="store_true", help="50 steps per round")
+    ap.add_argument(
+        "--iterations",
+        type=int,
+        metavar="N",
+        help="at most N L-BFGS steps per round (default the recipe's "
+        "POL_ITERATIONS, or POL_ITERATIONS_FAST with --fast); recorded in each "
+        "run: the tables keep runs of different N apart",
+    )
     ap.add_argument(
         "--stokes-v",
         action="store_true",
@@ -330,6 +343,8 @@ def main(argv=None) -> int:
         default=str(SHARED / "reference" / "m87_2017_101_ehtim_pipeline.fits"),
     )
     args = ap.parse_args(argv)
+    if args.iterations is not None and args.iterations < 1:
+        ap.error(f"--iterations must be >= 1, got {args.iterations}.")
     table = report_v if args.stokes_v else report
     if args.report:
         print(table(Path(args.report), args.day))
@@ -341,6 +356,7 @@ def main(argv=None) -> int:
     i_img, grid = reference_image(Path(args.reference))
     data = coverage(args.day)
     fast = args.fast or args.quick
+    steps = args.iterations or (R.POL_ITERATIONS_FAST if fast else R.POL_ITERATIONS)
     if args.stokes_v:
         names = list(V_TRUTHS)[:1] if args.quick else list(V_TRUTHS)
         cfgs = (
@@ -360,7 +376,7 @@ def main(argv=None) -> int:
     if out.is_file():
         for line in out.read_text().splitlines():
             r = json.loads(line)
-            if all(f in r for f in fields):
+            if all(f in r for f in fields) and r.get("iterations") == steps:
                 done.add((r["truth_name"], *(r[f] for f in fields), r["day"]))
     plan = [(name, cfg) for cfg in cfgs for name in names]
     for j, (name, cfg) in enumerate(plan):
@@ -374,12 +390,14 @@ def main(argv=None) -> int:
             r = run_one(
                 data, truth, grid, lin["ptv"], lin["hw"], R.POL_MASK_FRACTION,
                 seed, fast, v_weights=dict(zip(fields, cfg)),
+                iterations=steps,
             )  # fmt: skip
         else:
             seed = list(TRUTHS).index(name)
             truth = truth_stokes(i_img, grid, TRUTHS[name], seed)
-            r = run_one(data, truth, grid, *cfg, seed, fast)
+            r = run_one(data, truth, grid, *cfg, seed, fast, iterations=steps)
         r.update(truth_name=name, day=args.day, **dict(zip(fields, cfg)))
+        r["iterations"] = steps
         with out.open("a") as f:
             f.write(json.dumps(r) + "\n")
         weights = " ".join(f"{f} {x:g}" for f, x in zip(fields, cfg))

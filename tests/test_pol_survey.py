@@ -120,10 +120,18 @@ def test_quick_survey_on_a_real_night(tmp_path, shared_data, capsys):
         assert 0.5 < r["p_nxcorr"] <= 1.0
         assert r["dterm_err"] < 0.05  # the synthetic leakage is recovered
         assert 0.5 < r["chi2_m"] < 3.0
+    assert all(r["iterations"] == 50 for r in rows)  # --quick: --fast's steps
     # Resuming skips what is done.
     assert survey.main(["--quick", "--out", str(out), "--reference", str(ref)]) == 0
     assert len(out.read_text().splitlines()) == 2
-    assert "| ptv | hw | mask |" in capsys.readouterr().out
+    assert "| ptv | hw | mask | steps |" in capsys.readouterr().out
+    # Runs of another step count are not done yet, and are kept apart in the table.
+    argv = ["--quick", "--iterations", "3", "--out", str(out), "--reference", str(ref)]
+    assert survey.main(argv) == 0
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["iterations"] for r in rows] == [50, 50, 3, 3]
+    table = capsys.readouterr().out
+    assert "| 100 | 1 | 0.01 | 50 |" in table and "| 100 | 1 | 0.01 | 3 |" in table
     # The Stokes V survey: V imaged, its scores recorded.
     out_v = tmp_path / "v.jsonl"
     argv = ["--stokes-v", "--quick", "--out", str(out_v), "--reference", str(ref)]
@@ -131,3 +139,10 @@ def test_quick_survey_on_a_real_night(tmp_path, shared_data, capsys):
     (row,) = [json.loads(x) for x in out_v.read_text().splitlines()]
     assert row["v_nxcorr"] > 0.5 and 0.5 < row["chi2_vvis"] < 3.0
     assert "| vvis | l1v | vtv |" in capsys.readouterr().out
+
+
+def test_survey_refuses_a_step_count_under_one(capsys):
+    with pytest.raises(SystemExit) as e:
+        load().main(["--iterations", "0"])
+    assert e.value.code == 2
+    assert "--iterations must be >= 1, got 0" in capsys.readouterr().err

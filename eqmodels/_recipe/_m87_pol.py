@@ -94,29 +94,35 @@ INIT_FRACTION = 0.05
 #: imaging does: with the `pvis` term and the D-terms solved with the image
 #: (`dterms`: whether the D-terms move in that round). eht-imaging's
 #: `chi2_offset`-style objective `Σ α (χ² − 1) + Σ β R`. The regularizer weights
-#: (`hw` 300, `ptv` 100; the example's `hw` is 1) were chosen, as Paper VII chose
-#: its parameters, by a synthetic-data survey (`examples/m87_pol_survey.py`;
-#: docs/recipe.md "How the polarimetric weights were chosen"): with the 1 % mask,
-#: the best P-image fidelity on five known images observed with 2017-04-11's
-#: coverage, noise and leakage among the sets whose mean ⟨|m|⟩ and |m_net| are
-#: within 0.5 percentage points of the truth. The regularizers are **not**
-#: normalised: the example's weights are for eht-imaging's `Imager` default
-#: `norm_reg=False` (normalised, `ptv` would weigh about 20x more at M87's flux
-#: and resolution, and dominate the fit).
+#: (`hw` 300, `ptv` 30; the example's `hw` 1, `ptv` 100) were chosen, as Paper VII
+#: chose its parameters, by a synthetic-data survey (`examples/m87_pol_survey.py`;
+#: docs/recipe.md "How the polarimetric weights were chosen"): with the 1 % mask
+#: and each round run to convergence, the best P-image fidelity on five known
+#: images observed with 2017-04-11's coverage, noise and leakage among the sets
+#: whose mean ⟨|m|⟩ and |m_net| are within 0.5 percentage points of the truth. The
+#: regularizers are **not** normalised: the example's weights are for
+#: eht-imaging's `Imager` default `norm_reg=False` (normalised, `ptv` would weigh
+#: about 20x more at M87's flux and resolution, and dominate the fit).
 POL_ROUNDS = (
     {"m": 1.0, "hw": 300.0, "dterms": False},
-    {"m": 5.0, "hw": 300.0, "ptv": 100.0, "dterms": False},
-    {"m": 5.0, "pvis": 5.0, "hw": 300.0, "ptv": 100.0, "dterms": True},
-    {"m": 5.0, "pvis": 5.0, "hw": 300.0, "ptv": 100.0, "dterms": True},
+    {"m": 5.0, "hw": 300.0, "ptv": 30.0, "dterms": False},
+    {"m": 5.0, "pvis": 5.0, "hw": 300.0, "ptv": 30.0, "dterms": True},
+    {"m": 5.0, "pvis": 5.0, "hw": 300.0, "ptv": 30.0, "dterms": True},
 )
 #: With `stokes_v`: eht-imaging's Stokes V data term `vvis` and regularizers
 #: `l1v`, `vtv` in every round (unnormalised as the others), weights from the
 #: survey's Stokes V part (`--stokes-v`: the best V-image fidelity on a dipolar
 #: 3 %, a uniform −1 % and no V, with the linear weights above).
 STOKES_V_TERMS = {"vvis": 20.0, "l1v": 1.0, "vtv": 1000.0}
-#: L-BFGS steps per polarimetric round (eht-imaging's `MAXIT` of its Imager,
-#: 200); with `fast` 50.
-POL_ITERATIONS = 200
+#: The most L-BFGS steps per polarimetric round. Each round runs to convergence
+#: (`POL_STOP`): on the 2017 days a round takes 30-1100 steps, 8-11 s a day with
+#: compilation on a 2-core CPU. eht-imaging stops each round at `maxit` (200 by
+#: default), and so did this recipe before: the reported quantities then depend
+#: on where the optimizer stops (at 200 steps 2017-04-11's |m_net| reads 1.2 %, at
+#: convergence 3.1 %, with the same weights), so the weights were surveyed again
+#: at convergence (docs/recipe.md, "Where the rounds stop"). With `fast`, 50 steps
+#: (for CI and demos: not converged).
+POL_ITERATIONS = 5000
 POL_ITERATIONS_FAST = 50
 #: The resolution at which the EHT M87* polarization papers quote the image
 #: quantities (Paper VII compares its methods' images, Paper VIII the GRMHD
@@ -324,6 +330,21 @@ def check_pol_rounds(rounds, stokes_v: bool = False) -> tuple:
     return tuple(out)
 
 
+def check_pol_iterations(iterations) -> None:
+    """Refuse an `iterations` (L-BFGS steps per polarimetric round) that is not
+    a positive integer or `None` (the recipe's default)."""
+    if iterations is not None and (
+        isinstance(iterations, bool)
+        or not isinstance(iterations, int | np.integer)
+        or iterations < 1
+    ):
+        raise ValueError(
+            f"`pol_iterations` must be a positive integer (L-BFGS steps per "
+            f"polarimetric round) or None for the recipe's default, got "
+            f"{iterations!r}."
+        )
+
+
 # ------------------------------------------------------------------ objectives
 def pol_round_objective(
     data: PolVisData,
@@ -420,12 +441,14 @@ def image_polarization(
     forward: str = "separable",
     rounds=None,
     mask_fraction: float | None = None,
+    iterations: int | None = None,
     log=None,
 ):
     """The polarimetric rounds (`POL_ROUNDS`) on prepared, self-calibrated data
     with the Stokes I image `image_i` fixed: [`image_m87_pol`][]'s second stage.
-    `rounds` and `mask_fraction` replace `POL_ROUNDS` and `POL_MASK_FRACTION`
-    (see [`image_m87_pol`][]).
+    `rounds`, `mask_fraction` and `iterations` replace `POL_ROUNDS`,
+    `POL_MASK_FRACTION` and the L-BFGS steps per round (see [`image_m87_pol`][]'s
+    `pol_rounds`, `pol_mask` and `pol_iterations`).
 
     **Returns:** `(model, jones, start, rounds)`: the final `PolPixelImage`, the
     `StationJones` (fitted D-terms), the first objective and its terms at the
@@ -437,6 +460,7 @@ def image_polarization(
     fitted = [s for s in data.station_names if s not in ZBL_CORRECTED_STATIONS]
     say(f"D-terms fitted for {fitted} (held at 0: zero-baseline corrected)")
     pol_rounds = check_pol_rounds(rounds, stokes_v)
+    check_pol_iterations(iterations)
     mask = POL_MASK_FRACTION if mask_fraction is None else mask_fraction
     intensity = PixelImage.from_prior(
         image_i, grid, clipfloor=mask * float(image_i.max())
@@ -444,7 +468,8 @@ def image_polarization(
     model = PolPixelImage.init(
         intensity, frac=INIT_FRACTION, evpa=0.0, circular=stokes_v
     )
-    iterations = POL_ITERATIONS_FAST if fast else POL_ITERATIONS
+    if iterations is None:
+        iterations = POL_ITERATIONS_FAST if fast else POL_ITERATIONS
     rounds, start = [], None
     t = time.perf_counter()
     for r, weights in enumerate(pol_rounds, start=1):
@@ -505,6 +530,7 @@ def image_m87_pol(
     forward: str = "separable",
     pol_rounds=None,
     pol_mask: float | None = None,
+    pol_iterations: int | None = None,
     log=None,
 ):
     """Image M87 in full polarization: the published Stokes I recipe
@@ -523,8 +549,9 @@ def image_m87_pol(
     - `npix`, `fov`: the grid (64 pixels over 128 µas).
     - `iterations`, `restarts`: the Stokes I recipe's (see
       [`eqmodels.image_m87`][]).
-    - `fast`: the Stokes I recipe's `fast` settings and 50 L-BFGS steps per
-      polarimetric round instead of 200 (for CI and demos).
+    - `fast`: the Stokes I recipe's `fast` settings and at most 50 L-BFGS steps
+      per polarimetric round instead of running each to convergence (for CI and
+      demos).
     - `zbl`: the compact flux (Jy; `None`: M87's 0.6).
     - `prior_fwhm`: the Stokes I recipe's prior size (µas; `None`: M87's 40).
     - `forward`: the forward model of the data terms.
@@ -533,6 +560,8 @@ def image_m87_pol(
       `None`: the recipe's `POL_ROUNDS`.
     - `pol_mask`: the polarization is free where the Stokes I image exceeds this
       fraction of its peak (in `[0, 1)`; `None`: `POL_MASK_FRACTION`).
+    - `pol_iterations`: the most L-BFGS steps per polarimetric round (`None`:
+      `POL_ITERATIONS`, or `POL_ITERATIONS_FAST` with `fast`).
     - `log`: a callable taking one line of progress (e.g. `print`), or `None`.
 
     **Returns:** `(stokes, report)`: the `(4, ny, nx)` image (I, Q, U, V in
@@ -558,6 +587,7 @@ def image_m87_pol(
             "True)` first."
         )
     pol_rounds = check_pol_rounds(pol_rounds, stokes_v)
+    check_pol_iterations(pol_iterations)
     if pol_mask is not None and (
         isinstance(pol_mask, bool)
         or not isinstance(pol_mask, int | float)
@@ -590,7 +620,8 @@ def image_m87_pol(
     )
     model, jones, start, rounds = image_polarization(
         data, image_i, grid, stokes_v=stokes_v, fast=fast, forward=forward,
-        rounds=pol_rounds, mask_fraction=pol_mask, log=log,
+        rounds=pol_rounds, mask_fraction=pol_mask, iterations=pol_iterations,
+        log=log,
     )  # fmt: skip
     stokes = np.array(model())
     stokes[0] = image_i  # the Stokes I recipe's image, exactly
