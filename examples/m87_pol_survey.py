@@ -218,6 +218,8 @@ def run_one(
         chi2_m=rounds[-1]["terms"].get("m"),
         chi2_pvis=rounds[-1]["terms"].get("pvis"),
         dterm_err=dterm_err,
+        round_steps=[e["steps"] for e in rounds],
+        reasons=[e["reason"] for e in rounds],
     )
     return out
 
@@ -241,7 +243,7 @@ def report(path: Path, day: str = "11") -> str:
         key = (r["ptv"], r["hw"], r["mask"], r.get("iterations", "?"))
         by.setdefault(key, []).append(r)
     lines = [
-        "| ptv | hw | mask | steps | P nxcorr (mean, min) | Δ⟨|m|⟩ (pp, mean) "
+        "| ptv | hw | mask | max steps | P nxcorr (mean, min) | Δ⟨|m|⟩ (pp, mean) "
         "| Δ|m_net| (pp) | |Δβ₂| | Δ∠β₂ (deg) | χ² m / pvis | D-term err |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -285,11 +287,12 @@ def report_v(path: Path, day: str = "11") -> str:
     by = {}
     for r in rows:
         key = (r["vvis"], r["l1v"], r["vtv"], r.get("iterations", "?"))
+        key += (r.get("lin_ptv", "?"), r.get("lin_hw", "?"))
         by.setdefault(key, []).append(r)
     lines = [
-        "| vvis | l1v | vtv | steps | V nxcorr (mean, min) | Δv_net (pp, max) "
-        "| Δ⟨|v|⟩ (pp, mean) | spurious ⟨|v|⟩ (pp) | χ² vvis |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| vvis | l1v | vtv | max steps | linear ptv, hw | V nxcorr (mean, min) "
+        "| Δv_net (pp, max) | Δ⟨|v|⟩ (pp, mean) | spurious ⟨|v|⟩ (pp) | χ² vvis |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def score(rs):
@@ -302,7 +305,7 @@ def report_v(path: Path, day: str = "11") -> str:
         da = [100 * (r["image_v"]["v_avg"] - r["truth_v"]["v_avg"]) for r in rs]
         spur = [100 * r["image_v"]["v_avg"] for r in rs if r["truth_name"] == "v_none"]
         lines.append(
-            f"| {k[0]:g} | {k[1]:g} | {k[2]:g} | {k[3]} | "
+            f"| {k[0]:g} | {k[1]:g} | {k[2]:g} | {k[3]} | {k[4]}, {k[5]} | "
             f"{np.mean(nx):.3f}, {min(nx):.3f} | "
             f"{max(dn, key=abs):+.2f} | {np.mean(da):+.2f} | "
             f"{(np.mean(spur) if spur else float('nan')):.2f} | "
@@ -369,6 +372,15 @@ def main(argv=None) -> int:
         names = list(TRUTHS)[:1] if args.quick else list(TRUTHS)
         cfgs = configs(args.quick)
         fields = ("ptv", "hw", "mask")
+    lin = R.POL_ROUNDS[1]
+    # What else a run depends on: its step limit, and for the V survey the
+    # linear weights it runs with (the recipe's).
+    setting = (steps,) + ((lin["ptv"], lin["hw"]) if args.stokes_v else ())
+
+    def setting_of(r):
+        v = (r["lin_ptv"], r["lin_hw"]) if "lin_ptv" in r else (None, None)
+        return (r.get("iterations"),) + (v if args.stokes_v else ())
+
     if args.configs:
         cfgs = [tuple(float(x) for x in c.split(",")) for c in args.configs.split(";")]
     out = Path(args.out)
@@ -376,7 +388,7 @@ def main(argv=None) -> int:
     if out.is_file():
         for line in out.read_text().splitlines():
             r = json.loads(line)
-            if all(f in r for f in fields) and r.get("iterations") == steps:
+            if all(f in r for f in fields) and setting_of(r) == setting:
                 done.add((r["truth_name"], *(r[f] for f in fields), r["day"]))
     plan = [(name, cfg) for cfg in cfgs for name in names]
     for j, (name, cfg) in enumerate(plan):
@@ -386,7 +398,6 @@ def main(argv=None) -> int:
             seed = 10 + list(V_TRUTHS).index(name)
             base = truth_stokes(i_img, grid, TRUTHS["twist"], seed)
             truth = with_stokes_v(base, grid, V_TRUTHS[name])
-            lin = R.POL_ROUNDS[1]
             r = run_one(
                 data, truth, grid, lin["ptv"], lin["hw"], R.POL_MASK_FRACTION,
                 seed, fast, v_weights=dict(zip(fields, cfg)),
@@ -398,6 +409,8 @@ def main(argv=None) -> int:
             r = run_one(data, truth, grid, *cfg, seed, fast, iterations=steps)
         r.update(truth_name=name, day=args.day, **dict(zip(fields, cfg)))
         r["iterations"] = steps
+        if args.stokes_v:
+            r.update(lin_ptv=lin["ptv"], lin_hw=lin["hw"])
         with out.open("a") as f:
             f.write(json.dumps(r) + "\n")
         weights = " ".join(f"{f} {x:g}" for f, x in zip(fields, cfg))

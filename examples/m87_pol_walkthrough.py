@@ -84,8 +84,8 @@ class Figures:
 # --8<-- [start:prior]
 class StationDTermPrior(em.AbstractGainPrior):
     """A Gaussian prior on the D-terms with one σ per station: `Σ |d|² / σ_s²`
-    (`DTermPrior` with a σ of each station's own). A tiny σ holds a station's
-    D-terms at 0."""
+    (what `em.DTermPrior(jones, σ, station_sigma={...})` does, written out to
+    show a prior of one's own). A tiny σ holds a station's D-terms at 0."""
 
     report_name = "dterm"
     gains: em.StationJones

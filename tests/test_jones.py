@@ -596,6 +596,12 @@ def test_jones_corrected_and_priors_refuse_bad_inputs():
         em.DTermPrior(em.StationGains.from_data(_visdata(data)))
     with pytest.raises(ValueError, match="`sigma` must be > 0"):
         em.DTermPrior(jones, 0.0)
+    with pytest.raises(ValueError, match="`station_sigma` names 'XX'"):
+        em.DTermPrior(jones, station_sigma={"XX": 0.1})
+    with pytest.raises(ValueError, match=r"`station_sigma\['AP'\]` must be > 0"):
+        em.DTermPrior(jones, station_sigma={"AP": -0.1})
+    with pytest.raises(TypeError, match="station_sigma"):
+        em.DTermPrior(jones, station_sigma=[0.1])
     with pytest.raises(ValueError, match="`reference`"):
         em.JonesGainPrior(jones, reference="XX")
     joint = em.WithGains(em.JonesCorrected(term, jones))

@@ -117,6 +117,7 @@ def test_quick_survey_on_a_real_night(tmp_path, shared_data, capsys):
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(rows) == 2
     for r in rows:
+        assert r["round_steps"] and all(k <= 50 for k in r["round_steps"])
         assert 0.5 < r["p_nxcorr"] <= 1.0
         assert r["dterm_err"] < 0.05  # the synthetic leakage is recovered
         assert 0.5 < r["chi2_m"] < 3.0
@@ -124,7 +125,7 @@ def test_quick_survey_on_a_real_night(tmp_path, shared_data, capsys):
     # Resuming skips what is done.
     assert survey.main(["--quick", "--out", str(out), "--reference", str(ref)]) == 0
     assert len(out.read_text().splitlines()) == 2
-    assert "| ptv | hw | mask | steps |" in capsys.readouterr().out
+    assert "| ptv | hw | mask | max steps |" in capsys.readouterr().out
     # Runs of another step count are not done yet, and are kept apart in the table.
     argv = ["--quick", "--iterations", "3", "--out", str(out), "--reference", str(ref)]
     assert survey.main(argv) == 0
@@ -132,13 +133,31 @@ def test_quick_survey_on_a_real_night(tmp_path, shared_data, capsys):
     assert [r["iterations"] for r in rows] == [50, 50, 3, 3]
     table = capsys.readouterr().out
     assert "| 100 | 1 | 0.01 | 50 |" in table and "| 100 | 1 | 0.01 | 3 |" in table
+    # Runs recorded without their step limit (before it was recorded) are not
+    # taken for today's: they are run again, and tabled apart.
+    legacy = [{k: v for k, v in r.items() if k != "iterations"} for r in rows[:2]]
+    out.write_text("".join(json.dumps(r) + "\n" for r in legacy))
+    assert survey.main(["--quick", "--out", str(out), "--reference", str(ref)]) == 0
+    assert len(out.read_text().splitlines()) == 4
+    assert "| 100 | 1 | 0.01 | ? |" in capsys.readouterr().out
     # The Stokes V survey: V imaged, its scores recorded.
     out_v = tmp_path / "v.jsonl"
     argv = ["--stokes-v", "--quick", "--out", str(out_v), "--reference", str(ref)]
     assert survey.main(argv) == 0
     (row,) = [json.loads(x) for x in out_v.read_text().splitlines()]
     assert row["v_nxcorr"] > 0.5 and 0.5 < row["chi2_vvis"] < 3.0
-    assert "| vvis | l1v | vtv |" in capsys.readouterr().out
+    lin = survey.R.POL_ROUNDS[1]
+    assert (row["lin_ptv"], row["lin_hw"], row["iterations"]) == (
+        lin["ptv"],
+        lin["hw"],
+        50,
+    )
+    assert (
+        "| vvis | l1v | vtv | max steps | linear ptv, hw |" in capsys.readouterr().out
+    )
+    # Done with these linear weights: resuming skips it.
+    assert survey.main(argv) == 0
+    assert len(out_v.read_text().splitlines()) == 1
 
 
 def test_survey_refuses_a_step_count_under_one(capsys):

@@ -2,6 +2,8 @@
 errors, its steps on small synthetic data, and (slow) the command line and the
 full recipe on real data."""
 
+import math
+
 import equinox as eqx
 import jax
 import numpy as np
@@ -156,6 +158,34 @@ def test_image_m87_pol_refuses_bad_iterations(pair, iterations):
         em.image_m87_pol(lo, hi, pol_iterations=iterations)
     with pytest.raises(ValueError, match="`pol_iterations` must be a positive"):
         P.check_pol_iterations(iterations)
+
+
+def test_check_pol_iterations_accepts_positive_integers(pair, monkeypatch):
+    assert P.check_pol_iterations(None) is None
+    assert P.check_pol_iterations(1) == 1
+    got = P.check_pol_iterations(np.int64(5))
+    assert got == 5 and type(got) is int
+
+    # Refused before the Stokes I recipe runs (it would take minutes).
+    def stokes_i_recipe(*args, **kwargs):
+        raise AssertionError("the Stokes I recipe ran before the check")
+
+    monkeypatch.setattr(P, "image_m87", stokes_i_recipe)
+    _, lo, hi = pair
+    with pytest.raises(ValueError, match="`pol_iterations` must be a positive"):
+        em.image_m87_pol(lo, hi, pol_iterations=0)
+
+
+def test_image_m87_pol_passes_pol_iterations_on(pair, monkeypatch):
+    """`pol_iterations` reaches the polarimetric rounds (the Stokes I recipe and
+    the self-calibration replaced by the true image, to keep it fast)."""
+    stokes, lo, hi = pair
+    monkeypatch.setattr(P, "image_m87", lambda *a, **k: (stokes[0], {"grid": GRID}))
+    monkeypatch.setattr(P, "selfcal_pol", lambda data, image, grid: data)
+    _, report = em.image_m87_pol(lo, hi, pol_iterations=3, forward="direct")
+    assert [e["steps"] for e in report["rounds"]] == [3] * len(P.POL_ROUNDS)
+    with pytest.raises(ValueError, match="`iterations` must be a positive"):
+        P.image_polarization(report["data"], stokes[0], GRID, iterations=0)
 
 
 def test_image_polarization_iterations_bound_each_round(observed):
@@ -348,17 +378,20 @@ def test_pol_jones_has_one_dterm_set_per_band(prepared):
 
 
 def test_station_dterm_prior_matches_numpy(pair):
+    """`DTermPrior` with a σ per station (the recipe's use), compiled."""
     _, lo, _ = pair
     rng = np.random.default_rng(0)
-    d = rng.normal(size=(1, len(lo.station_names), 2)) + 1j * rng.normal(
-        size=(1, len(lo.station_names), 2)
-    )
+    names = lo.station_names
+    d = rng.normal(size=(1, len(names), 2)) + 1j * rng.normal(size=(1, len(names), 2))
     jones = em.StationJones.from_data(
         lo, "track", "track", dterms=0.05 * d, field_rotation=np.zeros((lo.n_rows, 2))
     )
-    sigma = rng.uniform(0.01, 0.2, len(lo.station_names))
+    sigma = np.full(len(names), 0.1)
+    own = {names[0]: 0.01, names[2]: 0.3}
+    for name, value in own.items():
+        sigma[names.index(name)] = value
     value, g = eqx.filter_jit(
-        eqx.filter_value_and_grad(lambda j: P._StationDTermPrior(j, sigma)())
+        eqx.filter_value_and_grad(lambda j: em.DTermPrior(j, 0.1, station_sigma=own)())
     )(jones)
     expect = np.sum(np.abs(0.05 * d) ** 2 / sigma[None, :, None] ** 2)
     np.testing.assert_allclose(float(value), expect, rtol=1e-12)
@@ -372,6 +405,12 @@ def test_station_dterm_prior_matches_numpy(pair):
         2 * (0.05 * d.imag) / sigma[None, :, None] ** 2,
         rtol=1e-12,
     )
+    # math.inf frees a station: its D-terms leave the sum.
+    free = em.DTermPrior(jones, 0.1, station_sigma={names[0]: math.inf})()
+    keep = np.ones(len(names), bool)
+    keep[0] = False
+    expect = np.sum(np.abs(0.05 * d[:, keep]) ** 2) / 0.1**2
+    np.testing.assert_allclose(float(free), expect, rtol=1e-12)
 
 
 def test_round_objectives_hold_the_recipe_terms(prepared):
@@ -485,6 +524,7 @@ def test_polarimetric_rounds_recover_synthetic_leakage():
     )
     for e in rounds:
         assert e["end"] <= e["start"] + 1e-9
+        assert e["reason"] != "max_steps"  # each round runs to convergence
     assert rounds[-1]["terms"]["m"] < start["terms"]["m"]
     d = np.asarray(jones.dterms())
     names = data.station_names
@@ -593,6 +633,9 @@ def test_full_recipe_on_real_data(shared_data):
             assert abs(dr) < bound and abs(dl) < bound, (s, bands)
     rounds = report["rounds"]
     assert rounds[-1]["terms"]["m"] < report["start"]["terms"]["m"]
+    # Each round converged (`POL_STOP`), well before the step limit.
+    assert all(e["reason"] != "max_steps" for e in rounds)
+    assert max(e["steps"] for e in rounds) < P.POL_ITERATIONS // 2
     assert rounds[-1]["terms"]["pvis"] < 10.0
     s = report["summary_20uas"]
     # Physical, and of the order of the EHT's (Papers VII, VIII: |m_net| 1-3.7 %,

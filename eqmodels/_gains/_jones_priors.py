@@ -4,6 +4,7 @@ priors ([`eqmodels.AbstractGainPrior`][]), so that [`eqmodels.with_gains`][] and
 [`eqmodels.WithGains`][] put the current matrices into them."""
 
 import numbers
+from collections.abc import Mapping
 from typing import ClassVar
 
 import jax.numpy as jnp
@@ -34,11 +35,12 @@ def _positive(name: str, x) -> float:
 
 
 class DTermPrior(AbstractGainPrior):
-    r"""A Gaussian prior on the leakage D-terms:
+    r"""A Gaussian prior on the leakage D-terms, centred on 0:
 
-    `penalty = Σ_{k,s,p} |d_ksp − d₀|² / σ²` (real and imaginary parts each of
-    standard deviation `σ`), over leakage intervals `k`, stations `s` and feeds
-    `p` (R, L), `d₀ = 0` by default.
+    `penalty = Σ_{k,s,p} |d_ksp|² / σ_s²` (real and imaginary parts each of
+    standard deviation `σ_s`), over leakage intervals `k`, stations `s` and
+    feeds `p` (R, L); `σ_s` is `sigma`, or the station's own in
+    `station_sigma`.
 
     In an objective whose data terms are χ²/(2N)-normalised (as
     [`eqmodels.CorrelationChi2`][]), weigh it by `1/(2N)` to make it the
@@ -49,22 +51,50 @@ class DTermPrior(AbstractGainPrior):
     reads_gain_tables: ClassVar[bool] = True
     gains: StationJones
     sigma: Float[Array, ""]
+    inv_sigma: Float[Array, " s"]
 
-    def __init__(self, jones: StationJones, sigma: float = 0.05):
+    def __init__(
+        self,
+        jones: StationJones,
+        sigma: float = 0.05,
+        *,
+        station_sigma: Mapping[str, float] | None = None,
+    ):
         """**Arguments:**
 
         - `jones`: the [`eqmodels.StationJones`][] it constrains.
         - `sigma`: the standard deviation of the real and imaginary parts of
-          each D-term (> 0; 0.05 for 5 % leakage).
+          each D-term (> 0; 0.05 for 5 % leakage; `math.inf` leaves them free).
+        - `station_sigma`: a σ of their own for some stations, by name (e.g.
+          `{"AA": 1e-3}` to hold the D-terms of stations already calibrated
+          near 0); the others get `sigma`.
         """
         _check_jones(type(self), jones)
         self.gains = jones
-        self.sigma = asarray(_positive("sigma", sigma))
+        default = _positive("sigma", sigma)
+        self.sigma = asarray(default)
+        per = np.full(len(jones.station_names), default)
+        if station_sigma is not None:
+            if not isinstance(station_sigma, Mapping):
+                raise TypeError(
+                    "`station_sigma` must be a dict of station name -> σ, got "
+                    f"{type(station_sigma).__name__}."
+                )
+            for name, value in station_sigma.items():
+                if name not in jones.station_names:
+                    raise ValueError(
+                        f"`station_sigma` names {name!r}, which is not one of the "
+                        f"stations {list(jones.station_names)}."
+                    )
+                per[jones.station_names.index(name)] = _positive(
+                    f"station_sigma[{name!r}]", value
+                )
+        self.inv_sigma = asarray(1.0 / per)
 
     def gain_residuals(self, gains: StationJones) -> Float[Array, " m"]:
-        s = self.sigma.astype(gains.d_real.dtype)
+        w = self.inv_sigma.astype(gains.d_real.dtype)[None, :, None]
         return jnp.concatenate(
-            [(gains.d_real / s).reshape(-1), (gains.d_imag / s).reshape(-1)]
+            [(gains.d_real * w).reshape(-1), (gains.d_imag * w).reshape(-1)]
         )
 
 

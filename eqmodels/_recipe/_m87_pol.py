@@ -15,9 +15,7 @@ import time
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
 
 from .._compile import run_once_jit
 from .._data._polvisdata import concatenate_pol, PolVisData
@@ -25,14 +23,13 @@ from .._data._recipe_ops import blur_image
 from .._data._uvfits import load_uvfits
 from .._gains._joint import WithGains
 from .._gains._jones_corrected import JonesCorrected
-from .._gains._priors import AbstractGainPrior
+from .._gains._jones_priors import DTermPrior
 from .._gains._selfcal import self_calibrate
 from .._gains._station_jones import StationJones
 from .._grid import ImageGrid
 from .._image._pixel import PixelImage
 from .._image._pol_pixel import PolPixelImage
 from .._image._pol_summary import polarization_summary
-from .._numerics import asarray
 from .._regularizers._pol_entropy import HolographicEntropy
 from .._regularizers._pol_smoothness import PolTV
 from .._regularizers._stokes_v import StokesVL1, StokesVTV
@@ -118,7 +115,7 @@ STOKES_V_TERMS = {"vvis": 20.0, "l1v": 1.0, "vtv": 1000.0}
 #: (`POL_STOP`): on the 2017 days a round takes 30-1100 steps, 8-11 s a day with
 #: compilation on a 2-core CPU. eht-imaging stops each round at `maxit` (200 by
 #: default), and so did this recipe before: the reported quantities then depend
-#: on where the optimizer stops (at 200 steps 2017-04-11's |m_net| reads 1.2 %, at
+#: on where the optimizer stops (at 200 steps 2017-04-11's |m_net| reads 1.15 %, at
 #: convergence 3.1 %, with the same weights), so the weights were surveyed again
 #: at convergence (docs/recipe.md, "Where the rounds stop"). With `fast`, 50 steps
 #: (for CI and demos: not converged).
@@ -130,26 +127,6 @@ POL_ITERATIONS_FAST = 50
 SUMMARY_BLUR_UAS = 20.0
 #: The runs' `ftol` and `gtol` (as the Stokes I recipe).
 POL_STOP = 1e-6
-
-
-class _StationDTermPrior(AbstractGainPrior):
-    """`Σ_{k,s,p} |d_ksp|² / σ_s²`: a Gaussian prior on the D-terms with one σ per
-    station (the recipe's: fitted stations `DTERM_PRIOR_SIGMA`, corrected ones
-    `FIXED_DTERM_SIGMA`)."""
-
-    report_name = "dterm"
-    gains: StationJones
-    inv_sigma: Float[Array, " s"]
-
-    def __init__(self, jones: StationJones, sigma):
-        self.gains = jones
-        self.inv_sigma = asarray(1.0 / np.asarray(sigma, float))
-
-    def gain_residuals(self, gains: StationJones) -> Float[Array, " m"]:
-        w = self.inv_sigma.astype(gains.d_real.dtype)[None, :, None]
-        return jnp.concatenate(
-            [(gains.d_real * w).reshape(-1), (gains.d_imag * w).reshape(-1)]
-        )
 
 
 # ------------------------------------------------------------------ data
@@ -330,19 +307,22 @@ def check_pol_rounds(rounds, stokes_v: bool = False) -> tuple:
     return tuple(out)
 
 
-def check_pol_iterations(iterations) -> None:
-    """Refuse an `iterations` (L-BFGS steps per polarimetric round) that is not
-    a positive integer or `None` (the recipe's default)."""
-    if iterations is not None and (
+def check_pol_iterations(iterations, name: str = "pol_iterations") -> int | None:
+    """`iterations` (L-BFGS steps per polarimetric round) as an `int`, or `None`
+    (the recipe's default); anything but a positive integer is refused, naming
+    the argument `name`."""
+    if iterations is None:
+        return None
+    if (
         isinstance(iterations, bool)
         or not isinstance(iterations, int | np.integer)
         or iterations < 1
     ):
         raise ValueError(
-            f"`pol_iterations` must be a positive integer (L-BFGS steps per "
-            f"polarimetric round) or None for the recipe's default, got "
-            f"{iterations!r}."
+            f"`{name}` must be a positive integer (L-BFGS steps per polarimetric "
+            f"round) or None for the recipe's default, got {iterations!r}."
         )
+    return int(iterations)
 
 
 # ------------------------------------------------------------------ objectives
@@ -385,14 +365,13 @@ def pol_round_objective(
         if key in wts:
             terms.append(make())
             w.append(wts[key])
-    sigma = [
-        FIXED_DTERM_SIGMA if s in ZBL_CORRECTED_STATIONS else DTERM_PRIOR_SIGMA
-        for s in jones.station_names
-    ]
+    fixed = {
+        s: FIXED_DTERM_SIGMA for s in jones.station_names if s in ZBL_CORRECTED_STATIONS
+    }
     # The log-prior of the first polarimetric data term's likelihood: that term
     # is `Σ w |r|² / 2N`, so the prior `Σ |d / σ|²` gets its weight over `2N`.
     first = terms[0]
-    terms.append(_StationDTermPrior(jones, sigma))
+    terms.append(DTermPrior(jones, DTERM_PRIOR_SIGMA, station_sigma=fixed))
     w.append(w[0] / (2.0 * int(first.n_rows)))
     return WithGains(Objective(terms, w, chi2_offset=True))
 
@@ -441,7 +420,7 @@ def image_polarization(
     forward: str = "separable",
     rounds=None,
     mask_fraction: float | None = None,
-    iterations: int | None = None,
+    iterations: int | np.integer | None = None,
     log=None,
 ):
     """The polarimetric rounds (`POL_ROUNDS`) on prepared, self-calibrated data
@@ -460,7 +439,7 @@ def image_polarization(
     fitted = [s for s in data.station_names if s not in ZBL_CORRECTED_STATIONS]
     say(f"D-terms fitted for {fitted} (held at 0: zero-baseline corrected)")
     pol_rounds = check_pol_rounds(rounds, stokes_v)
-    check_pol_iterations(iterations)
+    iterations = check_pol_iterations(iterations, "iterations")
     mask = POL_MASK_FRACTION if mask_fraction is None else mask_fraction
     intensity = PixelImage.from_prior(
         image_i, grid, clipfloor=mask * float(image_i.max())
@@ -530,7 +509,7 @@ def image_m87_pol(
     forward: str = "separable",
     pol_rounds=None,
     pol_mask: float | None = None,
-    pol_iterations: int | None = None,
+    pol_iterations: int | np.integer | None = None,
     log=None,
 ):
     """Image M87 in full polarization: the published Stokes I recipe
@@ -587,7 +566,7 @@ def image_m87_pol(
             "True)` first."
         )
     pol_rounds = check_pol_rounds(pol_rounds, stokes_v)
-    check_pol_iterations(pol_iterations)
+    pol_iterations = check_pol_iterations(pol_iterations)
     if pol_mask is not None and (
         isinstance(pol_mask, bool)
         or not isinstance(pol_mask, int | float)
