@@ -122,6 +122,7 @@ from ._image._pol_gaussian import PolGaussianImage as PolGaussianImage
 from ._image._pol_mring import PolMRingImage as PolMRingImage
 from ._image._pol_summary import polarization_summary as polarization_summary
 from ._image._ring import RingImage as RingImage
+from ._image._ring_center import ring_center as ring_center
 from ._plot._amplitudes import plot_amplitudes as plot_amplitudes
 from ._plot._closures import (
     closure_phase_residuals as closure_phase_residuals,
@@ -472,6 +473,7 @@ __all__ = [
     "PolEntropy",
     "PolTV",
     "polarization_summary",
+    "ring_center",
     "Posterior",
     "RAD_PER_DEG",
     "RAD_PER_UAS",

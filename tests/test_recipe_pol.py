@@ -182,8 +182,21 @@ def test_image_m87_pol_passes_pol_iterations_on(pair, monkeypatch):
     stokes, lo, hi = pair
     monkeypatch.setattr(P, "image_m87", lambda *a, **k: (stokes[0], {"grid": GRID}))
     monkeypatch.setattr(P, "selfcal_pol", lambda data, image, grid: data)
-    _, report = em.image_m87_pol(lo, hi, pol_iterations=3, forward="direct")
+    out, report = em.image_m87_pol(lo, hi, pol_iterations=3, forward="direct")
     assert [e["steps"] for e in report["rounds"]] == [3] * len(P.POL_ROUNDS)
+    # β₂ about the ring: the ring found in the Stokes I image, the annulus about it.
+    ring = report["ring"]
+    assert ring == em.ring_center(
+        stokes[0], GRID, r_min=em.uas_to_rad(10.0), r_max=em.uas_to_rad(35.0)
+    )
+    w = em.uas_to_rad(P.RING_ANNULUS_UAS)
+    blurred = np.stack(
+        [np.asarray(em.blur_image(p, GRID, em.uas_to_rad(20.0))) for p in out]
+    )
+    want = em.beta_m(blurred, GRID, 2, x0=ring["x0"], y0=ring["y0"],
+                     r_min=ring["radius"] - w, r_max=ring["radius"] + w)  # fmt: skip
+    got = report["summary_20uas_ring"]["beta2"]
+    np.testing.assert_allclose(got, complex(want), rtol=1e-12)
     with pytest.raises(ValueError, match="`iterations` must be a positive"):
         P.image_polarization(report["data"], stokes[0], GRID, iterations=0)
 
@@ -267,6 +280,8 @@ def test_cli_pol_writes_the_four_planes_and_the_numbers(tmp_path, monkeypatch, c
             "stokes_i": {"data": None},
             "summary": summary,
             "summary_20uas": summary,
+            "ring": {"x0": 1e-11, "y0": -2e-11, "radius": 1e-10, "radius_std": 0.0},
+            "summary_20uas_ring": {"beta2_abs": 0.0512, "beta2_arg_deg": -140.25},
             "fitted": ["LM"],
             "dterms": {"AA": {"lo": (0j, 0j)}, "LM": {"lo": (0.05 + 0.01j, -0.02j)}},
         }
@@ -291,6 +306,8 @@ def test_cli_pol_writes_the_four_planes_and_the_numbers(tmp_path, monkeypatch, c
     m_net = abs(stokes[1].sum() + 1j * stokes[2].sum()) / stokes[0].sum()
     assert f"|m_net| {m_net:.4f}" in text
     assert "LM: lo +0.050+0.010i -0.000-0.020i" in text
+    assert "β2 about the ring's centre (+2.1, -4.1) µas, radius 20.6 µas" in text
+    assert "|β2| 0.0512  ∠β2 -140.2°" in text
 
 
 def test_cli_pol_png_draws_the_polarization_picture(tmp_path, monkeypatch, capsys):

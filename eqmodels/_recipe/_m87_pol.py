@@ -30,6 +30,7 @@ from .._grid import ImageGrid
 from .._image._pixel import PixelImage
 from .._image._pol_pixel import PolPixelImage
 from .._image._pol_summary import polarization_summary
+from .._image._ring_center import ring_center
 from .._regularizers._pol_entropy import HolographicEntropy
 from .._regularizers._pol_smoothness import PolTV
 from .._regularizers._stokes_v import StokesVL1, StokesVTV
@@ -125,6 +126,12 @@ POL_ITERATIONS_FAST = 50
 #: quantities (Paper VII compares its methods' images, Paper VIII the GRMHD
 #: models, blurred to 20 µas FWHM): `summary_20uas` of the report.
 SUMMARY_BLUR_UAS = 20.0
+#: `β₂` about the ring (`summary_20uas_ring` of the report): the ring's centre
+#: and radius from [`eqmodels.ring_center`][] on the Stokes I image, the brightest
+#: point searched between these radii (µas; M87's ring has a radius of about
+#: 20 µas), and the annulus of ± this (µas) about that radius.
+RING_SEARCH_UAS = (10.0, 35.0)
+RING_ANNULUS_UAS = 15.0
 #: The runs' `ftol` and `gtol` (as the Stokes I recipe).
 POL_STOP = 1e-6
 
@@ -396,14 +403,24 @@ def _report(objective, model):
 
 
 # ------------------------------------------------------------------ summary
-def pol_summary(stokes: np.ndarray, grid: ImageGrid, blur_uas: float = 0.0) -> dict:
+def pol_summary(
+    stokes: np.ndarray, grid: ImageGrid, blur_uas: float = 0.0, ring=None
+) -> dict:
     """[`eqmodels.polarization_summary`][] of `stokes` blurred by a circular
     Gaussian of `blur_uas` µas (each plane; 0: as it is), with `β₂` about the
-    Stokes I centroid (Palumbo et al. 2020 centre the annulus on the ring)."""
+    Stokes I centroid over the whole image, or with `ring` (a
+    [`eqmodels.ring_center`][] result) about the ring's centre in the annulus of
+    ±`RING_ANNULUS_UAS` about its radius (Palumbo et al. 2020's form)."""
     planes = np.asarray(stokes, np.float64)
     if blur_uas > 0:
         fwhm = uas_to_rad(blur_uas)
         planes = np.stack([np.asarray(blur_image(p, grid, fwhm)) for p in planes])
+    if ring is not None:
+        w = uas_to_rad(RING_ANNULUS_UAS)
+        return polarization_summary(
+            planes, grid, x0=ring["x0"], y0=ring["y0"],
+            r_min=max(ring["radius"] - w, 0.0), r_max=ring["radius"] + w,
+        )  # fmt: skip
     i = planes[0]
     x0 = float((i * grid.x[None, :]).sum() / i.sum())
     y0 = float((i * grid.y[:, None]).sum() / i.sum())
@@ -551,7 +568,10 @@ def image_m87_pol(
     "hi": (d_R, d_L)}}`, complex; `fitted` lists the fitted stations),
     `summary` ([`eqmodels.polarization_summary`][] of the image, `β₂` about the
     Stokes I centroid), `summary_20uas` (the same of the image blurred to 20 µas,
-    the resolution of the EHT papers' numbers) and `time_s`.
+    the resolution of the EHT papers' numbers), `ring` (the Stokes I ring's
+    centre and radius, [`eqmodels.ring_center`][]), `summary_20uas_ring` (as
+    `summary_20uas`, but `β₂` about the ring's centre in the annulus of ±15 µas
+    about its radius, Palumbo et al. 2020's form) and `time_s`.
     """
     say = log if log is not None else (lambda line: None)
     stokes_v = check_flag("stokes_v", stokes_v)
@@ -614,6 +634,11 @@ def image_m87_pol(
     }
     summary = pol_summary(stokes, grid)
     summary_blur = pol_summary(stokes, grid, SUMMARY_BLUR_UAS)
+    ring = ring_center(
+        image_i, grid, r_min=uas_to_rad(RING_SEARCH_UAS[0]),
+        r_max=uas_to_rad(RING_SEARCH_UAS[1]),
+    )  # fmt: skip
+    summary_ring = pol_summary(stokes, grid, SUMMARY_BLUR_UAS, ring=ring)
     report = {
         "grid": grid,
         "data": data,
@@ -624,6 +649,8 @@ def image_m87_pol(
         "fitted": [n for n in data.station_names if n not in ZBL_CORRECTED_STATIONS],
         "summary": summary,
         "summary_20uas": summary_blur,
+        "ring": ring,
+        "summary_20uas_ring": summary_ring,
         "time_s": time.perf_counter() - t0,
     }
     return stokes, report
