@@ -57,13 +57,12 @@ def ring_center(
     centre is the trial centre where these radii spread least (smallest standard
     deviation), the radius their mean. A trial centre from which some direction is
     brightest at `r_min` or `r_max` is passed over (that direction did not cross
-    the ring). The trial centres fill a square of
-    half-width `search` about the image's intensity centroid, every pixel, then
-    every quarter pixel about the best of those.
-    This is the idea of eht-imaging's ring extractor (REx), with which EHT M87*
-    Paper IV measured its rings: for a ring brighter on one side the centroid
-    lies towards the bright side and this centre does not. A measurement on the
-    host (numpy), not differentiable.
+    the ring). The trial centres fill a square of half-width `search` about the
+    image's intensity centroid, every pixel, then every quarter pixel about the
+    best of those. This is the idea of eht-imaging's ring extractor (REx), with
+    which EHT M87* Paper IV measured its rings: for a ring brighter on one side
+    the centroid lies towards the bright side and this centre does not. A
+    measurement on the host (numpy), not differentiable.
 
     Polarimetric quantities defined about the ring's centre (Palumbo et al.
     2020's `β_m`, [`eqmodels.beta_m`][]) take `x0`, `y0` and an annulus about
@@ -123,17 +122,21 @@ def ring_center(
     ray_y = np.cos(angles)[:, None] * radii[None, :]
 
     def spreads(xs, ys):
-        """The spread and mean of the peak radii about each (xs[j], ys[k])."""
-        px = (grid.nx / 2 - 0.5) - (xs[:, None, None, None] + ray_x) / pixel
-        py = (grid.ny / 2 - 0.5) - (ys[None, :, None, None] + ray_y) / pixel
-        px, py = np.broadcast_arrays(px, py)
-        at = np.argmax(_bilinear(arr, px, py), axis=-1)
-        peak = radii[at]
-        spread = peak.std(axis=-1)
-        # A direction whose brightest point is at r_min or r_max did not cross
-        # the ring there: that centre is not one.
-        edge = ((at == 0) | (at == radii.size - 1)).any(axis=-1)
-        return np.where(edge, np.inf, spread), peak.mean(axis=-1)
+        """The spread and mean of the peak radii about each (xs[j], ys[k]),
+        one column of trial centres at a time (memory: one column's rays)."""
+        spread = np.empty((xs.size, ys.size))
+        mean = np.empty((xs.size, ys.size))
+        py = (grid.ny / 2 - 0.5) - (ys[:, None, None] + ray_y) / pixel
+        for j, xj in enumerate(xs):
+            px = np.broadcast_to((grid.nx / 2 - 0.5) - (xj + ray_x) / pixel, py.shape)
+            at = np.argmax(_bilinear(arr, px, py), axis=-1)
+            peak = radii[at]
+            # A direction whose brightest point is at r_min or r_max did not
+            # cross the ring there: that centre is not one.
+            edge = ((at == 0) | (at == radii.size - 1)).any(axis=-1)
+            spread[j] = np.where(edge, np.inf, peak.std(axis=-1))
+            mean[j] = peak.mean(axis=-1)
+        return spread, mean
 
     # A pixel-spaced search over the square, then a quarter-pixel one about its
     # best centre.
