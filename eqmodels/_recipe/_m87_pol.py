@@ -112,14 +112,12 @@ POL_ROUNDS = (
 #: survey's Stokes V part (`--stokes-v`: the best V-image fidelity on a dipolar
 #: 3 %, a uniform −1 % and no V, with the linear weights above).
 STOKES_V_TERMS = {"vvis": 20.0, "l1v": 1.0, "vtv": 1000.0}
-#: The most L-BFGS steps per polarimetric round. Each round runs to convergence
-#: (`POL_STOP`): on the 2017 days a round takes 30-1100 steps, 8-11 s a day with
-#: compilation on a 2-core CPU. eht-imaging stops each round at `maxit` (200 by
-#: default), and so did this recipe before: the reported quantities then depend
-#: on where the optimizer stops (at 200 steps 2017-04-11's |m_net| reads 1.15 %, at
-#: convergence 3.1 %, with the same weights), so the weights were surveyed again
-#: at convergence (docs/recipe.md, "Where the rounds stop"). With `fast`, 50 steps
-#: (for CI and demos: not converged).
+#: The most L-BFGS steps per polarimetric round: a cap, not the stop. Each round
+#: runs to convergence (`POL_STOP`), where the reported quantities no longer
+#: depend on where the optimizer stops (eht-imaging stops each round at `maxit`,
+#: 200 by default; docs/recipe.md, "Where the rounds stop", has what that changed
+#: and the weights surveyed at convergence). With `fast`, 50 steps (for CI and
+#: demos: not converged).
 POL_ITERATIONS = 5000
 POL_ITERATIONS_FAST = 50
 #: The resolution at which the EHT M87* polarization papers quote the image
