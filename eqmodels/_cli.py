@@ -437,12 +437,14 @@ def _image_pol(args, t0) -> int:
             f"v_net {s['v_net']:.4f}"
         )
     if "summary_20uas_ring" in report:
+        from ._recipe._m87_pol import RING_ANNULUS_UAS
+
         s, ring, uas = report["summary_20uas_ring"], report["ring"], em.uas_to_rad(1.0)
         log(
             f"β2 about the ring's centre ({ring['x0'] / uas:+.1f}, "
             f"{ring['y0'] / uas:+.1f}) µas, radius {ring['radius'] / uas:.1f} µas, "
-            f"in the annulus ±15 µas (20 µas): |β2| {s['beta2_abs']:.4f}  ∠β2 "
-            f"{s['beta2_arg_deg']:.1f}°"
+            f"in the annulus ±{RING_ANNULUS_UAS:g} µas (20 µas): |β2| "
+            f"{s['beta2_abs']:.4f}  ∠β2 {s['beta2_arg_deg']:.1f}°"
         )
     log("D-terms (d_R, d_L; fitted: " + ", ".join(report["fitted"]) + "):")
     for station, bands in report["dterms"].items():
