@@ -191,7 +191,17 @@ def scores_v(truth: np.ndarray, image: np.ndarray, grid) -> dict:
 
 
 def run_one(
-    data, truth, grid, ptv, hw, mask, seed, fast, v_weights=None, iterations=None
+    data,
+    truth,
+    grid,
+    ptv,
+    hw,
+    mask,
+    seed,
+    fast,
+    v_weights=None,
+    iterations=None,
+    tol=None,
 ):
     syn = em.observe_same(truth, grid, data, dterms=DTERMS, seed=seed)
     t = time.perf_counter()
@@ -200,7 +210,7 @@ def run_one(
         rounds = [dict(r, **v_weights) for r in rounds]
     model, jones, start, rounds = R.image_polarization(
         syn, truth[0], grid, rounds=rounds, mask_fraction=mask, fast=fast,
-        stokes_v=v_weights is not None, iterations=iterations,
+        stokes_v=v_weights is not None, iterations=iterations, tol=tol,
     )  # fmt: skip
     image = np.asarray(model())
     d = np.asarray(jones.dterms())
@@ -230,6 +240,12 @@ def configs(quick: bool):
     return list(itertools.product(PTV, HW, MASK))
 
 
+def _tol(row: dict) -> float:
+    """A run's stopping tolerance (runs recorded before `tol` was: 1e-6, the
+    recipe's until then)."""
+    return row.get("tol", 1e-6)
+
+
 def _rows(path: Path, day: str) -> list[dict]:
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     return [r for r in rows if r["day"] == day]
@@ -240,12 +256,13 @@ def report(path: Path, day: str = "11") -> str:
     rows = _rows(path, day)
     by = {}
     for r in rows:
-        key = (r["ptv"], r["hw"], r["mask"], r.get("iterations", "?"))
+        key = (r["ptv"], r["hw"], r["mask"], r.get("iterations", "?"), _tol(r))
         by.setdefault(key, []).append(r)
     lines = [
-        "| ptv | hw | mask | max steps | P nxcorr (mean, min) | Δ⟨|m|⟩ (pp, mean) "
-        "| Δ|m_net| (pp) | |Δβ₂| | Δ∠β₂ (deg) | χ² m / pvis | D-term err |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| ptv | hw | mask | max steps | tol | P nxcorr (mean, min) "
+        "| Δ⟨|m|⟩ (pp, mean) | Δ|m_net| (pp) | |Δβ₂| | Δ∠β₂ (deg) | χ² m / pvis "
+        "| D-term err |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def mean(xs):
@@ -262,7 +279,7 @@ def report(path: Path, day: str = "11") -> str:
             for r in rs
         ]
         lines.append(
-            f"| {k[0]:g} | {k[1]:g} | {k[2]:g} | {k[3]} | "
+            f"| {k[0]:g} | {k[1]:g} | {k[2]:g} | {k[3]} | {k[4]:g} | "
             f"{mean([r['p_nxcorr'] for r in rs]):.3f}, "
             f"{min(r['p_nxcorr'] for r in rs):.3f} | {mean(dm):+.2f} "
             f"({min(dm):+.1f}..{max(dm):+.1f}) | {mean(dn):+.2f} | "
@@ -286,13 +303,14 @@ def report_v(path: Path, day: str = "11") -> str:
     rows = _rows(path, day)
     by = {}
     for r in rows:
-        key = (r["vvis"], r["l1v"], r["vtv"], r.get("iterations", "?"))
+        key = (r["vvis"], r["l1v"], r["vtv"], r.get("iterations", "?"), _tol(r))
         key += (r.get("lin_ptv", "?"), r.get("lin_hw", "?"))
         by.setdefault(key, []).append(r)
     lines = [
-        "| vvis | l1v | vtv | max steps | linear ptv, hw | V nxcorr (mean, min) "
-        "| Δv_net (pp, max) | Δ⟨|v|⟩ (pp, mean) | spurious ⟨|v|⟩ (pp) | χ² vvis |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| vvis | l1v | vtv | max steps | tol | linear ptv, hw "
+        "| V nxcorr (mean, min) | Δv_net (pp, max) | Δ⟨|v|⟩ (pp, mean) "
+        "| spurious ⟨|v|⟩ (pp) | χ² vvis |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def score(rs):
@@ -305,7 +323,7 @@ def report_v(path: Path, day: str = "11") -> str:
         da = [100 * (r["image_v"]["v_avg"] - r["truth_v"]["v_avg"]) for r in rs]
         spur = [100 * r["image_v"]["v_avg"] for r in rs if r["truth_name"] == "v_none"]
         lines.append(
-            f"| {k[0]:g} | {k[1]:g} | {k[2]:g} | {k[3]} | {k[4]}, {k[5]} | "
+            f"| {k[0]:g} | {k[1]:g} | {k[2]:g} | {k[3]} | {k[4]:g} | {k[5]}, {k[6]} | "
             f"{np.mean(nx):.3f}, {min(nx):.3f} | "
             f"{max(dn, key=abs):+.2f} | {np.mean(da):+.2f} | "
             f"{(np.mean(spur) if spur else float('nan')):.2f} | "
@@ -340,6 +358,13 @@ def main(argv=None) -> int:
         help="only these weight sets, PTV,HW,MASK (VVIS,L1V,VTV with --stokes-v); "
         "default the whole grid",
     )
+    ap.add_argument(
+        "--tol",
+        type=float,
+        metavar="T",
+        help="the rounds' ftol and gtol (default the recipe's POL_STOP); recorded "
+        "in each run, as --iterations",
+    )
     ap.add_argument("--report", metavar="FILE")
     ap.add_argument(
         "--reference",
@@ -348,6 +373,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.iterations is not None and args.iterations < 1:
         ap.error(f"--iterations must be >= 1, got {args.iterations}.")
+    if args.tol is not None and not 0 < args.tol < 1:
+        ap.error(f"--tol must be in (0, 1), got {args.tol}.")
     table = report_v if args.stokes_v else report
     if args.report:
         print(table(Path(args.report), args.day))
@@ -360,6 +387,7 @@ def main(argv=None) -> int:
     data = coverage(args.day)
     fast = args.fast or args.quick
     steps = args.iterations or (R.POL_ITERATIONS_FAST if fast else R.POL_ITERATIONS)
+    tol = R.POL_STOP if args.tol is None else args.tol
     if args.stokes_v:
         names = list(V_TRUTHS)[:1] if args.quick else list(V_TRUTHS)
         cfgs = (
@@ -373,13 +401,13 @@ def main(argv=None) -> int:
         cfgs = configs(args.quick)
         fields = ("ptv", "hw", "mask")
     lin = R.POL_ROUNDS[1]
-    # What else a run depends on: its step limit, and for the V survey the
-    # linear weights it runs with (the recipe's).
-    setting = (steps,) + ((lin["ptv"], lin["hw"]) if args.stokes_v else ())
+    # What else a run depends on: its step limit and tolerance, and for the V
+    # survey the linear weights it runs with (the recipe's).
+    setting = (steps, tol) + ((lin["ptv"], lin["hw"]) if args.stokes_v else ())
 
     def setting_of(r):
         v = (r["lin_ptv"], r["lin_hw"]) if "lin_ptv" in r else (None, None)
-        return (r.get("iterations"),) + (v if args.stokes_v else ())
+        return (r.get("iterations"), _tol(r)) + (v if args.stokes_v else ())
 
     if args.configs:
         cfgs = [tuple(float(x) for x in c.split(",")) for c in args.configs.split(";")]
@@ -401,14 +429,15 @@ def main(argv=None) -> int:
             r = run_one(
                 data, truth, grid, lin["ptv"], lin["hw"], R.POL_MASK_FRACTION,
                 seed, fast, v_weights=dict(zip(fields, cfg)),
-                iterations=steps,
+                iterations=steps, tol=tol,
             )  # fmt: skip
         else:
             seed = list(TRUTHS).index(name)
             truth = truth_stokes(i_img, grid, TRUTHS[name], seed)
-            r = run_one(data, truth, grid, *cfg, seed, fast, iterations=steps)
+            r = run_one(data, truth, grid, *cfg, seed, fast, iterations=steps, tol=tol)
         r.update(truth_name=name, day=args.day, **dict(zip(fields, cfg)))
         r["iterations"] = steps
+        r["tol"] = tol
         if args.stokes_v:
             r.update(lin_ptv=lin["ptv"], lin_hw=lin["hw"])
         with out.open("a") as f:
