@@ -215,6 +215,9 @@ def test_image_m87_pol_passes_pol_tol_on(pair, monkeypatch):
     em.image_m87_pol(lo, hi, pol_tol=1e-3, **kw)
     assert seen == [(1e-3, 1e-3)] * len(P.POL_ROUNDS)
     seen.clear()
+    em.image_m87_pol(lo, hi, pol_tol=np.float32(0.5), **kw)  # a NumPy scalar
+    assert seen == [(0.5, 0.5)] * len(P.POL_ROUNDS)
+    seen.clear()
     em.image_m87_pol(lo, hi, **kw)
     assert seen == [(P.POL_STOP, P.POL_STOP)] * len(P.POL_ROUNDS)
     with pytest.raises(ValueError, match="`tol` must be a number in"):
@@ -617,9 +620,11 @@ def test_polarimetric_rounds_recover_synthetic_leakage():
 
 @pytest.mark.slow
 def test_polarimetric_rounds_with_stokes_v():
-    """`stokes_v`: the V terms in every round, V imaged with the right sign. On
-    these data (V = 10 % of I, about 1σ per row) the V regularizers keep it
-    well below the truth: the test asks for the sign and physical planes."""
+    """`stokes_v`: the V terms in every round, V imaged with the right sign at
+    `fast`'s 50 steps a round. On these data (V = 10 % of I, about 1σ per row) the
+    V regularizers keep it well below the truth: the test asks for the sign and
+    physical planes. (Run to convergence the net V comes out −0.33 %, the wrong
+    sign: docs/recipe.md, "Stokes V is the least tested part".)"""
     stokes = _ring_stokes(frac=0.1, evpa=0.3)
     stokes[3] = 0.1 * stokes[0]
     lo, hi = (_observe(stokes, freq=f, n_times=8, noise=False) for f in (227e9, 229e9))

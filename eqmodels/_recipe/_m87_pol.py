@@ -133,11 +133,13 @@ SUMMARY_BLUR_UAS = 20.0
 RING_SEARCH_UAS = (10.0, 35.0)
 RING_ANNULUS_UAS = 15.0
 #: The rounds' `ftol` and `gtol`: a round stops when a step lowers the objective
-#: by less than this fraction of it (or no gradient component exceeds it). At
-#: 1e-6 (the Stokes I recipe's) the rounds stopped on the long, slow tail of the
-#: optimisation, and the reported quantities still moved by up to 0.7 percentage
-#: points at 1e-7 and 1e-8; from 1e-8 to 1e-9 they move by at most 0.06 pp and
-#: 0.3° on the four 2017 days (docs/recipe.md, "Where the rounds stop").
+#: by less than this fraction of it (`gtol`: or no gradient component exceeds
+#: it). At 1e-6 (the Stokes I recipe's) the rounds stopped on the long, slow tail
+#: of the optimisation, and the reported quantities still moved by up to 1.0
+#: percentage point at 1e-7 and 1e-8. From 1e-8 to 1e-9 they move by at most 0.06
+#: pp and 1.4° on three of the four 2017 days, but on 04-11 |m_net| keeps falling
+#: (3.72, 3.32, 3.07 % at 1e-8, 1e-9, 1e-10) along a nearly flat valley of the
+#: objective: docs/recipe.md, "Where the rounds stop".
 POL_STOP = 1e-8
 
 
@@ -462,7 +464,7 @@ def image_polarization(
     rounds=None,
     mask_fraction: float | None = None,
     iterations: int | np.integer | None = None,
-    tol: float | None = None,
+    tol: float | np.floating | None = None,
     log=None,
 ):
     """The polarimetric rounds (`POL_ROUNDS`) on prepared, self-calibrated data
@@ -554,7 +556,7 @@ def image_m87_pol(
     pol_rounds=None,
     pol_mask: float | None = None,
     pol_iterations: int | np.integer | None = None,
-    pol_tol: float | None = None,
+    pol_tol: float | np.floating | None = None,
     log=None,
 ):
     """Image M87 in full polarization: the published Stokes I recipe
