@@ -118,8 +118,8 @@ STOKES_V_TERMS = {"vvis": 50.0, "l1v": 1.0, "vtv": 3000.0}
 #: depend on where the optimizer stops (eht-imaging stops each round at `maxit`,
 #: 200 by default; docs/recipe.md, "Where the rounds stop", has what that changed
 #: and the weights surveyed at convergence). With `fast`, 50 steps (for CI and
-#: demos: not converged). The longest round on the four 2017 days takes 12 789
-#: steps at `POL_STOP`.
+#: demos: not converged). Well above what a round on the 2017 days takes at
+#: `POL_STOP` (docs/recipe.md, "Where the rounds stop").
 POL_ITERATIONS = 50000
 POL_ITERATIONS_FAST = 50
 #: The resolution at which the EHT M87* polarization papers quote the image
@@ -134,12 +134,10 @@ RING_SEARCH_UAS = (10.0, 35.0)
 RING_ANNULUS_UAS = 15.0
 #: The rounds' `ftol` and `gtol`: a round stops when a step lowers the objective
 #: by less than this fraction of it (`gtol`: or no gradient component exceeds
-#: it). At 1e-6 (the Stokes I recipe's) the rounds stopped on the long, slow tail
-#: of the optimisation, and the reported quantities still moved by up to 1.0
-#: percentage point at 1e-7 and 1e-8. From 1e-8 to 1e-9 they move by at most 0.06
-#: pp and 1.4° on three of the four 2017 days, but on 04-11 |m_net| keeps falling
-#: (3.72, 3.32, 3.07 % at 1e-8, 1e-9, 1e-10) along a nearly flat valley of the
-#: objective: docs/recipe.md, "Where the rounds stop".
+#: it). The Stokes I recipe's 1e-6 stops on the slow tail of the optimisation,
+#: where the reported quantities still move; at 1e-8 they hold on three of the
+#: four 2017 days, and on 2017-04-11 |m_net| still drifts along a nearly flat
+#: valley of the objective (docs/recipe.md, "Where the rounds stop").
 POL_STOP = 1e-8
 
 
