@@ -98,8 +98,7 @@ INIT_FRACTION = 0.05
 #: and each round run to convergence (`POL_STOP`), the best P-image fidelity on
 #: five known images observed with 2017-04-11's coverage, noise and leakage among
 #: the sets whose mean ⟨|m|⟩ and |m_net| are within 0.5 percentage points of the
-#: truth. The
-#: regularizers are **not** normalised: the example's weights are for
+#: truth. The regularizers are **not** normalised: the example's weights are for
 #: eht-imaging's `Imager` default `norm_reg=False` (normalised, `ptv` would weigh
 #: about 20x more at M87's flux and resolution, and dominate the fit).
 POL_ROUNDS = (
@@ -113,13 +112,12 @@ POL_ROUNDS = (
 #: survey's Stokes V part (`--stokes-v`: the best V-image fidelity on a dipolar
 #: 3 %, a uniform −1 % and no V, with the linear weights above, at `POL_STOP`).
 STOKES_V_TERMS = {"vvis": 50.0, "l1v": 1.0, "vtv": 3000.0}
-#: The most L-BFGS steps per polarimetric round: a cap, not the stop. Each round
-#: runs to convergence (`POL_STOP`), where the reported quantities no longer
-#: depend on where the optimizer stops (eht-imaging stops each round at `maxit`,
-#: 200 by default; docs/recipe.md, "Where the rounds stop", has what that changed
-#: and the weights surveyed at convergence). With `fast`, 50 steps (for CI and
-#: demos: not converged). Well above what a round on the 2017 days takes at
-#: `POL_STOP` (docs/recipe.md, "Where the rounds stop").
+#: The most L-BFGS steps per polarimetric round: a cap, not the stop, well above
+#: what a round on the 2017 days takes. Each round runs until `POL_STOP`
+#: (eht-imaging stops each round at `maxit`, 200 by default, where the reported
+#: quantities still depend on where the optimizer stopped; docs/recipe.md, "Where
+#: the rounds stop", has what that changed and how far `POL_STOP` settles them).
+#: With `fast`, 50 steps (for CI and demos: not converged).
 POL_ITERATIONS = 50000
 POL_ITERATIONS_FAST = 50
 #: The resolution at which the EHT M87* polarization papers quote the image
