@@ -34,6 +34,7 @@ from ._image._base import AbstractImageModel as AbstractImageModel
 from ._image._pixel import PixelImage as PixelImage
 from ._image._pol_base import AbstractPolImageModel as AbstractPolImageModel
 from ._image._pol_pixel import PolPixelImage as PolPixelImage
+from ._image._pol_rescaled import RescaledPolPixels as RescaledPolPixels
 from ._image._pol_spherical import PolSphericalImage as PolSphericalImage
 from ._pulse import (
     AbstractPulse as AbstractPulse,
@@ -479,6 +480,7 @@ __all__ = [
     "RAD_PER_UAS",
     "rad_to_uas",
     "rescale_zero_baseline",
+    "RescaledPolPixels",
     "residual_jacobian",
     "RESULTS",
     "reverse_taper",

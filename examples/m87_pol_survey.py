@@ -202,6 +202,7 @@ def run_one(
     v_weights=None,
     iterations=None,
     tol=None,
+    scale_power=None,
 ):
     syn = em.observe_same(truth, grid, data, dterms=DTERMS, seed=seed)
     t = time.perf_counter()
@@ -211,6 +212,7 @@ def run_one(
     model, jones, start, rounds = R.image_polarization(
         syn, truth[0], grid, rounds=rounds, mask_fraction=mask, fast=fast,
         stokes_v=v_weights is not None, iterations=iterations, tol=tol,
+        scale_power=scale_power,
     )  # fmt: skip
     image = np.asarray(model())
     d = np.asarray(jones.dterms())
@@ -246,6 +248,12 @@ def _tol(row: dict) -> float:
     return row.get("tol", 1e-6)
 
 
+def _power(row: dict) -> float:
+    """The exponent of the coordinates a run's rounds solved in (runs recorded
+    before `scale_power` was: 0, the `PolPixelImage`'s own)."""
+    return row.get("scale_power", 0.0)
+
+
 def _rows(path: Path, day: str) -> list[dict]:
     rows = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
     return [r for r in rows if r["day"] == day]
@@ -257,12 +265,13 @@ def report(path: Path, day: str = "11") -> str:
     by = {}
     for r in rows:
         key = (r["ptv"], r["hw"], r["mask"], r.get("iterations", "?"), _tol(r))
+        key += (_power(r),)
         by.setdefault(key, []).append(r)
     lines = [
-        "| ptv | hw | mask | max steps | tol | P nxcorr (mean, min) "
+        "| ptv | hw | mask | max steps | tol | scale power | P nxcorr (mean, min) "
         "| Δ⟨|m|⟩ (pp, mean) | Δ|m_net| (pp) | |Δβ₂| | Δ∠β₂ (deg) | χ² m / pvis "
         "| D-term err |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def mean(xs):
@@ -279,7 +288,7 @@ def report(path: Path, day: str = "11") -> str:
             for r in rs
         ]
         lines.append(
-            f"| {k[0]:g} | {k[1]:g} | {k[2]:g} | {k[3]} | {k[4]:g} | "
+            f"| {k[0]:g} | {k[1]:g} | {k[2]:g} | {k[3]} | {k[4]:g} | {k[5]:g} | "
             f"{mean([r['p_nxcorr'] for r in rs]):.3f}, "
             f"{min(r['p_nxcorr'] for r in rs):.3f} | {mean(dm):+.2f} "
             f"({min(dm):+.1f}..{max(dm):+.1f}) | {mean(dn):+.2f} | "
@@ -304,13 +313,13 @@ def report_v(path: Path, day: str = "11") -> str:
     by = {}
     for r in rows:
         key = (r["vvis"], r["l1v"], r["vtv"], r.get("iterations", "?"), _tol(r))
-        key += (r.get("lin_ptv", "?"), r.get("lin_hw", "?"))
+        key += (r.get("lin_ptv", "?"), r.get("lin_hw", "?"), _power(r))
         by.setdefault(key, []).append(r)
     lines = [
-        "| vvis | l1v | vtv | max steps | tol | linear ptv, hw "
+        "| vvis | l1v | vtv | max steps | tol | linear ptv, hw | scale power "
         "| V nxcorr (mean, min) | Δv_net (pp, max) | Δ⟨|v|⟩ (pp, mean) "
         "| spurious ⟨|v|⟩ (pp) | χ² vvis |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def score(rs):
@@ -324,6 +333,7 @@ def report_v(path: Path, day: str = "11") -> str:
         spur = [100 * r["image_v"]["v_avg"] for r in rs if r["truth_name"] == "v_none"]
         lines.append(
             f"| {k[0]:g} | {k[1]:g} | {k[2]:g} | {k[3]} | {k[4]:g} | {k[5]}, {k[6]} | "
+            f"{k[7]:g} | "
             f"{np.mean(nx):.3f}, {min(nx):.3f} | "
             f"{max(dn, key=abs):+.2f} | {np.mean(da):+.2f} | "
             f"{(np.mean(spur) if spur else float('nan')):.2f} | "
@@ -365,6 +375,14 @@ def main(argv=None) -> int:
         help="the rounds' ftol and gtol (default the recipe's POL_STOP); recorded "
         "in each run, as --iterations",
     )
+    ap.add_argument(
+        "--scale-power",
+        type=float,
+        metavar="P",
+        help="the exponent of the coordinates the rounds solve in (default the "
+        "recipe's POL_SCALE_POWER; 0: the PolPixelImage's own); recorded in each "
+        "run, as --iterations",
+    )
     ap.add_argument("--report", metavar="FILE")
     ap.add_argument(
         "--reference",
@@ -375,6 +393,10 @@ def main(argv=None) -> int:
         ap.error(f"--iterations must be >= 1, got {args.iterations}.")
     if args.tol is not None and not 0 < args.tol < 1:
         ap.error(f"--tol must be in (0, 1), got {args.tol}.")
+    if args.scale_power is not None and not (
+        np.isfinite(args.scale_power) and args.scale_power >= 0
+    ):
+        ap.error(f"--scale-power must be a finite number >= 0, got {args.scale_power}.")
     table = report_v if args.stokes_v else report
     if args.report:
         print(table(Path(args.report), args.day))
@@ -388,6 +410,7 @@ def main(argv=None) -> int:
     fast = args.fast or args.quick
     steps = args.iterations or (R.POL_ITERATIONS_FAST if fast else R.POL_ITERATIONS)
     tol = R.POL_STOP if args.tol is None else args.tol
+    power = R.POL_SCALE_POWER if args.scale_power is None else args.scale_power
     if args.stokes_v:
         names = list(V_TRUTHS)[:1] if args.quick else list(V_TRUTHS)
         cfgs = (
@@ -403,11 +426,11 @@ def main(argv=None) -> int:
     lin = R.POL_ROUNDS[1]
     # What else a run depends on: its step limit and tolerance, and for the V
     # survey the linear weights it runs with (the recipe's).
-    setting = (steps, tol) + ((lin["ptv"], lin["hw"]) if args.stokes_v else ())
+    setting = (steps, tol, power) + ((lin["ptv"], lin["hw"]) if args.stokes_v else ())
 
     def setting_of(r):
         v = (r["lin_ptv"], r["lin_hw"]) if "lin_ptv" in r else (None, None)
-        return (r.get("iterations"), _tol(r)) + (v if args.stokes_v else ())
+        return (r.get("iterations"), _tol(r), _power(r)) + (v if args.stokes_v else ())
 
     if args.configs:
         cfgs = [tuple(float(x) for x in c.split(",")) for c in args.configs.split(";")]
@@ -429,15 +452,19 @@ def main(argv=None) -> int:
             r = run_one(
                 data, truth, grid, lin["ptv"], lin["hw"], R.POL_MASK_FRACTION,
                 seed, fast, v_weights=dict(zip(fields, cfg)),
-                iterations=steps, tol=tol,
+                iterations=steps, tol=tol, scale_power=power,
             )  # fmt: skip
         else:
             seed = list(TRUTHS).index(name)
             truth = truth_stokes(i_img, grid, TRUTHS[name], seed)
-            r = run_one(data, truth, grid, *cfg, seed, fast, iterations=steps, tol=tol)
+            r = run_one(
+                data, truth, grid, *cfg, seed, fast, iterations=steps, tol=tol,
+                scale_power=power,
+            )  # fmt: skip
         r.update(truth_name=name, day=args.day, **dict(zip(fields, cfg)))
         r["iterations"] = steps
         r["tol"] = tol
+        r["scale_power"] = power
         if args.stokes_v:
             r.update(lin_ptv=lin["ptv"], lin_hw=lin["hw"])
         with out.open("a") as f:

@@ -123,35 +123,44 @@ def test_quick_survey_on_a_real_night(tmp_path, shared_data, capsys):
         assert 0.5 < r["chi2_m"] < 3.0
     assert all(r["iterations"] == 50 for r in rows)  # --quick: --fast's steps
     assert all(r["tol"] == survey.R.POL_STOP for r in rows)
+    assert all(r["scale_power"] == survey.R.POL_SCALE_POWER for r in rows)
     # Resuming skips what is done.
     assert survey.main(["--quick", "--out", str(out), "--reference", str(ref)]) == 0
     assert len(out.read_text().splitlines()) == 2
-    assert "| ptv | hw | mask | max steps | tol |" in capsys.readouterr().out
+    assert (
+        "| ptv | hw | mask | max steps | tol | scale power |" in capsys.readouterr().out
+    )
     # Runs of another step count are not done yet, and are kept apart in the table.
     argv = ["--quick", "--iterations", "3", "--out", str(out), "--reference", str(ref)]
     assert survey.main(argv) == 0
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert [r["iterations"] for r in rows] == [50, 50, 3, 3]
     table = capsys.readouterr().out
-    assert "| 100 | 1 | 0.01 | 50 | 1e-08 |" in table
-    assert "| 100 | 1 | 0.01 | 3 | 1e-08 |" in table
+    assert "| 100 | 1 | 0.01 | 50 | 1e-08 | 1 |" in table
+    assert "| 100 | 1 | 0.01 | 3 | 1e-08 | 1 |" in table
     # Runs of another tolerance are not done yet either.
     argv[2] = "50"
     assert survey.main([*argv, "--tol", "1e-3"]) == 0
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert [r["tol"] for r in rows] == [survey.R.POL_STOP] * 4 + [1e-3] * 2
-    assert "| 100 | 1 | 0.01 | 50 | 0.001 |" in capsys.readouterr().out
+    assert "| 100 | 1 | 0.01 | 50 | 0.001 | 1 |" in capsys.readouterr().out
+    # And runs in other coordinates (--scale-power).
+    assert survey.main([*argv, "--tol", "1e-3", "--scale-power", "0"]) == 0
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [r["scale_power"] for r in rows] == [1.0] * 6 + [0.0] * 2
+    assert "| 100 | 1 | 0.01 | 50 | 0.001 | 0 |" in capsys.readouterr().out
     rows = rows[:4]
     out.write_text("".join(json.dumps(r) + "\n" for r in rows))
     # Runs recorded without their step limit (before it was recorded) are not
     # taken for today's: they are run again, and tabled apart.
     legacy = [
-        {k: v for k, v in r.items() if k not in ("iterations", "tol")} for r in rows[:2]
+        {k: v for k, v in r.items() if k not in ("iterations", "tol", "scale_power")}
+        for r in rows[:2]
     ]
     out.write_text("".join(json.dumps(r) + "\n" for r in legacy))
     assert survey.main(["--quick", "--out", str(out), "--reference", str(ref)]) == 0
     assert len(out.read_text().splitlines()) == 4
-    assert "| 100 | 1 | 0.01 | ? | 1e-06 |" in capsys.readouterr().out
+    assert "| 100 | 1 | 0.01 | ? | 1e-06 | 0 |" in capsys.readouterr().out
     # The Stokes V survey: V imaged, its scores recorded.
     out_v = tmp_path / "v.jsonl"
     argv = ["--stokes-v", "--quick", "--out", str(out_v), "--reference", str(ref)]
@@ -164,6 +173,7 @@ def test_quick_survey_on_a_real_night(tmp_path, shared_data, capsys):
         lin["hw"],
         50,
     )
+    assert row["scale_power"] == survey.R.POL_SCALE_POWER
     assert (
         "| vvis | l1v | vtv | max steps | tol | linear ptv, hw |"
         in capsys.readouterr().out
@@ -186,3 +196,12 @@ def test_survey_refuses_a_tolerance_outside_the_unit_interval(capsys, tol):
         load().main(["--tol", tol])
     assert e.value.code == 2
     assert f"--tol must be in (0, 1), got {float(tol)}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("power", ["-1", "nan", "inf"])
+def test_survey_refuses_a_bad_scale_power(capsys, power):
+    with pytest.raises(SystemExit) as e:
+        load().main(["--scale-power", power])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--scale-power must be a finite number >= 0, got {float(power)}" in err

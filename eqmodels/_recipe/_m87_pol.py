@@ -29,6 +29,11 @@ from .._gains._station_jones import StationJones
 from .._grid import ImageGrid
 from .._image._pixel import PixelImage
 from .._image._pol_pixel import PolPixelImage
+from .._image._pol_rescaled import (
+    check_scale_power,
+    rescaled_filter,
+    RescaledPolPixels,
+)
 from .._image._pol_summary import polarization_summary
 from .._image._ring_center import ring_center
 from .._regularizers._pol_entropy import HolographicEntropy
@@ -92,10 +97,11 @@ INIT_FRACTION = 0.05
 #: imaging does: with the `pvis` term and the D-terms solved with the image
 #: (`dterms`: whether the D-terms move in that round). eht-imaging's
 #: `chi2_offset`-style objective `Σ α (χ² − 1) + Σ β R`. The regularizer weights
-#: (`hw` 100, `ptv` 10; the example's `hw` 1, `ptv` 100) were chosen, as Paper VII
+#: (`hw` 100, `ptv` 3; the example's `hw` 1, `ptv` 100) were chosen, as Paper VII
 #: chose its parameters, by a synthetic-data survey (`examples/m87_pol_survey.py`;
 #: docs/recipe.md "How the polarimetric weights were chosen"): with the 1 % mask
-#: and each round run to convergence (`POL_STOP`), the best P-image fidelity on
+#: and each round run to convergence (`POL_STOP`, in the coordinates of
+#: `POL_SCALE_POWER`), the best P-image fidelity on
 #: five known images observed with 2017-04-11's coverage, noise and leakage among
 #: the sets whose mean ⟨|m|⟩ and |m_net| are within 0.5 percentage points of the
 #: truth. The regularizers are **not** normalised: the example's weights are for
@@ -103,9 +109,9 @@ INIT_FRACTION = 0.05
 #: about 20x more at M87's flux and resolution, and dominate the fit).
 POL_ROUNDS = (
     {"m": 1.0, "hw": 100.0, "dterms": False},
-    {"m": 5.0, "hw": 100.0, "ptv": 10.0, "dterms": False},
-    {"m": 5.0, "pvis": 5.0, "hw": 100.0, "ptv": 10.0, "dterms": True},
-    {"m": 5.0, "pvis": 5.0, "hw": 100.0, "ptv": 10.0, "dterms": True},
+    {"m": 5.0, "hw": 100.0, "ptv": 3.0, "dterms": False},
+    {"m": 5.0, "pvis": 5.0, "hw": 100.0, "ptv": 3.0, "dterms": True},
+    {"m": 5.0, "pvis": 5.0, "hw": 100.0, "ptv": 3.0, "dterms": True},
 )
 #: With `stokes_v`: eht-imaging's Stokes V data term `vvis` and regularizers
 #: `l1v`, `vtv` in every round (unnormalised as the others), weights from the
@@ -133,10 +139,18 @@ RING_ANNULUS_UAS = 15.0
 #: The rounds' `ftol` and `gtol`: a round stops when a step lowers the objective
 #: by less than this fraction of it (`gtol`: or no gradient component exceeds
 #: it). The Stokes I recipe's 1e-6 stops on the slow tail of the optimisation,
-#: where the reported quantities still move; at 1e-8 they hold on three of the
-#: four 2017 days, and on 2017-04-11 |m_net| still drifts along a nearly flat
-#: valley of the objective (docs/recipe.md, "Where the rounds stop").
+#: where the reported quantities still move; at 1e-8, in the coordinates of
+#: `POL_SCALE_POWER`, they hold to 0.03 pp and 0.3° against 1e-10 on all four
+#: 2017 days (docs/recipe.md, "Where the rounds stop").
 POL_STOP = 1e-8
+#: The rounds solve for the polarization vectors in rescaled coordinates,
+#: `w = z · (I / I_max)^-POL_SCALE_POWER` per pixel (`RescaledPolPixels`: the
+#: same objective and images; with 1, `z` is about the polarized flux in units of
+#: the peak). In `w` itself (0) the curvature spans four decades across the 1 %
+#: mask and L-BFGS leaves the faint pixels' polarization unsettled at `POL_STOP`
+#: (2017-04-11's |m_net| drifted 3.7, 3.3, 3.1 % at 1e-8, 1e-9, 1e-10);
+#: docs/recipe.md, "Where the rounds stop".
+POL_SCALE_POWER = 1.0
 
 
 # ------------------------------------------------------------------ data
@@ -405,15 +419,14 @@ def pol_round_objective(
     return WithGains(Objective(terms, w, chi2_offset=True))
 
 
-def _filters(model: PolPixelImage, jones: StationJones, dterms: bool):
-    """`solve`'s `params`: the polarization vectors always, never the Stokes I
-    pixels (fixed), the D-terms in the rounds that fit them, never the gains."""
-    image_f = jax.tree.map(lambda _: False, model)
-    image_f = eqx.tree_at(lambda m: m.pol, image_f, True)
+def _filters(model: RescaledPolPixels, jones: StationJones, dterms: bool):
+    """`solve`'s `params`: the (rescaled) polarization vectors always, never the
+    Stokes I pixels (fixed), the D-terms in the rounds that fit them, never the
+    gains."""
     jones_f = jax.tree.map(lambda _: False, jones)
     if dterms:
         jones_f = eqx.tree_at(lambda j: (j.d_real, j.d_imag), jones_f, (True, True))
-    return (image_f, jones_f)
+    return (rescaled_filter(model), jones_f)
 
 
 _value_and_report = run_once_jit(lambda obj, model: obj.value_and_report(model))
@@ -461,6 +474,7 @@ def image_polarization(
     mask_fraction: float | None = None,
     iterations: int | np.integer | None = None,
     tol: float | np.floating | None = None,
+    scale_power: float | int | np.floating | np.integer | None = None,
     log=None,
 ):
     """The polarimetric rounds (`POL_ROUNDS`) on prepared, self-calibrated data
@@ -468,7 +482,8 @@ def image_polarization(
     `rounds`, `mask_fraction`, `iterations` and `tol` replace `POL_ROUNDS`,
     `POL_MASK_FRACTION`, the L-BFGS steps per round and `POL_STOP` (see
     [`image_m87_pol`][]'s `pol_rounds`, `pol_mask`, `pol_iterations` and
-    `pol_tol`).
+    `pol_tol`); `scale_power` (`>= 0`) replaces `POL_SCALE_POWER`, the exponent
+    of the coordinates the rounds solve in (0: the `PolPixelImage`'s own).
 
     **Returns:** `(model, jones, start, rounds)`: the final `PolPixelImage`, the
     `StationJones` (fitted D-terms), the first objective and its terms at the
@@ -482,12 +497,15 @@ def image_polarization(
     pol_rounds = check_pol_rounds(rounds, stokes_v)
     iterations = check_pol_iterations(iterations, "iterations")
     tol = POL_STOP if (tol := check_pol_tol(tol, "tol")) is None else tol
+    power = check_scale_power(scale_power)
+    power = POL_SCALE_POWER if power is None else power
     mask = POL_MASK_FRACTION if mask_fraction is None else mask_fraction
     intensity = PixelImage.from_prior(
         image_i, grid, clipfloor=mask * float(image_i.max())
     )
-    model = PolPixelImage.init(
-        intensity, frac=INIT_FRACTION, evpa=0.0, circular=stokes_v
+    model = RescaledPolPixels(
+        PolPixelImage.init(intensity, frac=INIT_FRACTION, evpa=0.0, circular=stokes_v),
+        power,
     )
     if iterations is None:
         iterations = POL_ITERATIONS_FAST if fast else POL_ITERATIONS
@@ -532,7 +550,7 @@ def image_polarization(
             f"{entry['start']:.4g} -> {entry['end']:.4g}"
             f"  χ² {chi2}  ({entry['seconds']:.1f} s)"
         )
-    return model, jones, start, rounds
+    return model.unscaled(), jones, start, rounds
 
 
 # ------------------------------------------------------------------ the recipe
@@ -553,6 +571,7 @@ def image_m87_pol(
     pol_mask: float | None = None,
     pol_iterations: int | np.integer | None = None,
     pol_tol: float | np.floating | None = None,
+    pol_scale_power: float | int | np.floating | np.integer | None = None,
     log=None,
 ):
     """Image M87 in full polarization: the published Stokes I recipe
@@ -587,6 +606,10 @@ def image_m87_pol(
     - `pol_tol`: the polarimetric rounds' `ftol` and `gtol`, in (0, 1) (`None`:
       `POL_STOP`, 1e-8; a looser one stops the rounds before the reported
       quantities settle, docs/recipe.md "Where the rounds stop").
+    - `pol_scale_power`: the exponent `>= 0` of the coordinates the rounds solve
+      in, `w = z · (I / I_max)^-p` per pixel (`None`: `POL_SCALE_POWER`, 1; 0:
+      the `PolPixelImage`'s own `w`, where L-BFGS settles the faint pixels far
+      more slowly). The objective is the same.
     - `log`: a callable taking one line of progress (e.g. `print`), or `None`.
 
     **Returns:** `(stokes, report)`: the `(4, ny, nx)` image (I, Q, U, V in
@@ -617,6 +640,7 @@ def image_m87_pol(
     pol_rounds = check_pol_rounds(pol_rounds, stokes_v)
     pol_iterations = check_pol_iterations(pol_iterations)
     pol_tol = check_pol_tol(pol_tol)
+    pol_scale_power = check_scale_power(pol_scale_power, "pol_scale_power")
     if pol_mask is not None and (
         isinstance(pol_mask, bool)
         or not isinstance(pol_mask, int | float)
@@ -650,7 +674,7 @@ def image_m87_pol(
     model, jones, start, rounds = image_polarization(
         data, image_i, grid, stokes_v=stokes_v, fast=fast, forward=forward,
         rounds=pol_rounds, mask_fraction=pol_mask, iterations=pol_iterations,
-        tol=pol_tol,
+        tol=pol_tol, scale_power=pol_scale_power,
         log=log,
     )  # fmt: skip
     stokes = np.array(model())
