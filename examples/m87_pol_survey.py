@@ -230,6 +230,7 @@ def run_one(
         chi2_m=rounds[-1]["terms"].get("m"),
         chi2_pvis=rounds[-1]["terms"].get("pvis"),
         dterm_err=dterm_err,
+        objective=rounds[-1]["end"],
         round_steps=[e["steps"] for e in rounds],
         reasons=[e["reason"] for e in rounds],
     )
@@ -252,6 +253,12 @@ def _power(row: dict) -> float:
     """The exponent of the coordinates a run's rounds solved in (runs recorded
     before `scale_power` was: 0, the `PolPixelImage`'s own)."""
     return row.get("scale_power", 0.0)
+
+
+def _power_v(row: dict) -> float:
+    """The exponent of a V-survey run's circular component (runs recorded before
+    `scale_power_v` was: their `scale_power`, which then applied to it too)."""
+    return row.get("scale_power_v", _power(row))
 
 
 def _rows(path: Path, day: str) -> list[dict]:
@@ -313,10 +320,10 @@ def report_v(path: Path, day: str = "11") -> str:
     by = {}
     for r in rows:
         key = (r["vvis"], r["l1v"], r["vtv"], r.get("iterations", "?"), _tol(r))
-        key += (r.get("lin_ptv", "?"), r.get("lin_hw", "?"), _power(r))
+        key += (r.get("lin_ptv", "?"), r.get("lin_hw", "?"), _power(r), _power_v(r))
         by.setdefault(key, []).append(r)
     lines = [
-        "| vvis | l1v | vtv | max steps | tol | linear ptv, hw | scale power "
+        "| vvis | l1v | vtv | max steps | tol | linear ptv, hw | scale power (V) "
         "| V nxcorr (mean, min) | Δv_net (pp, max) | Δ⟨|v|⟩ (pp, mean) "
         "| spurious ⟨|v|⟩ (pp) | χ² vvis |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -333,7 +340,7 @@ def report_v(path: Path, day: str = "11") -> str:
         spur = [100 * r["image_v"]["v_avg"] for r in rs if r["truth_name"] == "v_none"]
         lines.append(
             f"| {k[0]:g} | {k[1]:g} | {k[2]:g} | {k[3]} | {k[4]:g} | {k[5]}, {k[6]} | "
-            f"{k[7]:g} | "
+            f"{k[7]:g} ({k[8]:g}) | "
             f"{np.mean(nx):.3f}, {min(nx):.3f} | "
             f"{max(dn, key=abs):+.2f} | {np.mean(da):+.2f} | "
             f"{(np.mean(spur) if spur else float('nan')):.2f} | "
@@ -379,9 +386,9 @@ def main(argv=None) -> int:
         "--scale-power",
         type=float,
         metavar="P",
-        help="the exponent of the coordinates the rounds solve in (default the "
-        "recipe's POL_SCALE_POWER; 0: the PolPixelImage's own); recorded in each "
-        "run, as --iterations",
+        help="the exponent of the coordinates the rounds solve in, every "
+        "component (default the recipe's POL_SCALE_POWER, and POL_SCALE_POWER_V "
+        "for V; 0: the PolPixelImage's own); recorded in each run, as --iterations",
     )
     ap.add_argument("--report", metavar="FILE")
     ap.add_argument(
@@ -411,6 +418,7 @@ def main(argv=None) -> int:
     steps = args.iterations or (R.POL_ITERATIONS_FAST if fast else R.POL_ITERATIONS)
     tol = R.POL_STOP if args.tol is None else args.tol
     power = R.POL_SCALE_POWER if args.scale_power is None else args.scale_power
+    power_v = R.POL_SCALE_POWER_V if args.scale_power is None else args.scale_power
     if args.stokes_v:
         names = list(V_TRUTHS)[:1] if args.quick else list(V_TRUTHS)
         cfgs = (
@@ -424,13 +432,16 @@ def main(argv=None) -> int:
         cfgs = configs(args.quick)
         fields = ("ptv", "hw", "mask")
     lin = R.POL_ROUNDS[1]
-    # What else a run depends on: its step limit and tolerance, and for the V
-    # survey the linear weights it runs with (the recipe's).
-    setting = (steps, tol, power) + ((lin["ptv"], lin["hw"]) if args.stokes_v else ())
+    # What else a run depends on: its step limit, tolerance and coordinates, and
+    # for the V survey the linear weights it runs with (the recipe's).
+    setting = (steps, tol, power)
+    if args.stokes_v:
+        setting += (power_v, lin["ptv"], lin["hw"])
 
     def setting_of(r):
         v = (r["lin_ptv"], r["lin_hw"]) if "lin_ptv" in r else (None, None)
-        return (r.get("iterations"), _tol(r), _power(r)) + (v if args.stokes_v else ())
+        out = (r.get("iterations"), _tol(r), _power(r))
+        return out + ((_power_v(r), *v) if args.stokes_v else ())
 
     if args.configs:
         cfgs = [tuple(float(x) for x in c.split(",")) for c in args.configs.split(";")]
@@ -452,19 +463,21 @@ def main(argv=None) -> int:
             r = run_one(
                 data, truth, grid, lin["ptv"], lin["hw"], R.POL_MASK_FRACTION,
                 seed, fast, v_weights=dict(zip(fields, cfg)),
-                iterations=steps, tol=tol, scale_power=power,
+                iterations=steps, tol=tol, scale_power=args.scale_power,
             )  # fmt: skip
         else:
             seed = list(TRUTHS).index(name)
             truth = truth_stokes(i_img, grid, TRUTHS[name], seed)
             r = run_one(
                 data, truth, grid, *cfg, seed, fast, iterations=steps, tol=tol,
-                scale_power=power,
+                scale_power=args.scale_power,
             )  # fmt: skip
         r.update(truth_name=name, day=args.day, **dict(zip(fields, cfg)))
         r["iterations"] = steps
         r["tol"] = tol
         r["scale_power"] = power
+        if args.stokes_v:
+            r["scale_power_v"] = power_v
         if args.stokes_v:
             r.update(lin_ptv=lin["ptv"], lin_hw=lin["hw"])
         with out.open("a") as f:

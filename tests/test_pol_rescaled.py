@@ -41,8 +41,9 @@ def test_same_images_and_numpy_scales(circular, power):
     image = _image(circular)
     model = RescaledPolPixels(image, power)
     want = _scales_numpy(image, power)
-    np.testing.assert_allclose(np.asarray(model.scale)[0], want, rtol=1e-13)
-    assert model.scale.shape == (1, image.pol.shape[1])
+    assert model.scale.shape == image.pol.shape
+    for row in np.asarray(model.scale):
+        np.testing.assert_allclose(row, want, rtol=1e-13)
     assert model.z.shape == image.pol.shape
     np.testing.assert_allclose(
         np.asarray(model.z), np.asarray(image.pol) / want, rtol=1e-15
@@ -171,3 +172,17 @@ def test_default_params_hold_the_scales():
     sol = em.solve(lambda m: _penalty(m()), model, max_steps=5)
     np.testing.assert_array_equal(np.asarray(sol.model.scale), np.asarray(model.scale))
     assert not np.allclose(np.asarray(sol.model.z), np.asarray(model.z))
+
+
+def test_v_power_scales_the_circular_component_alone():
+    image = _image(circular=True, seed=5)
+    model = RescaledPolPixels(image, 1.0, v_power=0.5)
+    scale = np.asarray(model.scale)
+    np.testing.assert_allclose(scale[0], _scales_numpy(image, 1.0), rtol=1e-13)
+    np.testing.assert_allclose(scale[1], _scales_numpy(image, 1.0), rtol=1e-13)
+    np.testing.assert_allclose(scale[2], _scales_numpy(image, 0.5), rtol=1e-13)
+    np.testing.assert_allclose(np.asarray(model()), np.asarray(image()), rtol=1e-14)
+    with pytest.raises(ValueError, match="`v_power` must be a finite number"):
+        RescaledPolPixels(image, 1.0, v_power=-1.0)
+    with pytest.raises(ValueError, match="`image` has none"):
+        RescaledPolPixels(_image(circular=False), 1.0, v_power=0.5)

@@ -174,6 +174,7 @@ def test_quick_survey_on_a_real_night(tmp_path, shared_data, capsys):
         50,
     )
     assert row["scale_power"] == survey.R.POL_SCALE_POWER
+    assert row["scale_power_v"] == survey.R.POL_SCALE_POWER_V
     assert (
         "| vvis | l1v | vtv | max steps | tol | linear ptv, hw |"
         in capsys.readouterr().out

@@ -39,8 +39,9 @@ def check_scale_power(
 
 class RescaledPolPixels(AbstractPolImageModel):
     r"""A [`eqmodels.PolPixelImage`][] in rescaled coordinates: its polarization
-    vectors are `w = z · s`, with one fixed scale per free pixel
-    `s_p = (I_p / I_max)^(−power)`, and `z` the parameters.
+    vectors are `w = z · s`, with one fixed scale per free pixel and component
+    `s_p = (I_p / I_max)^(−power)` (`v_power` for the circular component, if
+    any), and `z` the parameters.
 
     The same images and objectives: only the coordinates an optimiser walks in
     differ (a diagonal preconditioner, built into the model). They matter when the
@@ -58,14 +59,22 @@ class RescaledPolPixels(AbstractPolImageModel):
     `params` moves `z` and the Stokes I pixels, as it would the `PolPixelImage`'s
     `pol` and pixels. [`eqmodels.RescaledPolPixels.unscaled`][] gives the
     `PolPixelImage` back.
+
+    Where the data barely see a component (Stokes V, usually) its curvature comes
+    from the regularizers, `∝ I_p`: `power = 0.5` evens that out, and `power = 1`
+    overshoots (the faint pixels then the stiff ones); hence `v_power`.
     """
 
     image: PolPixelImage
     z: Float[Array, "k nfree"]
-    scale: Float[Array, "1 nfree"]
+    scale: Float[Array, "k nfree"]
 
     def __init__(
-        self, image: PolPixelImage, power: float | int | np.floating | np.integer
+        self,
+        image: PolPixelImage,
+        power: float | int | np.floating | np.integer,
+        *,
+        v_power: float | int | np.floating | np.integer | None = None,
     ):
         """**Arguments:**
 
@@ -73,12 +82,20 @@ class RescaledPolPixels(AbstractPolImageModel):
           model keeps its Stokes I pixels, mask and `circular`, and zeros in place
           of its `pol`, which `z · scale` replaces).
         - `power`: the exponent, a finite number `>= 0` (0: `z = w`).
+        - `v_power`: the exponent of the circular component (`None`: `power`);
+          only for a `circular` image.
         """
         if not isinstance(image, PolPixelImage):
             raise TypeError(
                 f"`image` must be an eqmodels.PolPixelImage, got {type(image).__name__}."
             )
         power = check_scale_power(power, "power", optional=False)
+        v_power = check_scale_power(v_power, "v_power")
+        if v_power is not None and not image.circular:
+            raise ValueError(
+                "`v_power` is the exponent of the circular component: `image` has "
+                "none (`circular=False`). Leave `v_power` out."
+            )
         intensity = image.intensity
         i_free = jnp.ravel(intensity())[intensity.indices]
         if is_concrete(i_free) and not bool(jnp.all(i_free > 0)):
@@ -86,8 +103,12 @@ class RescaledPolPixels(AbstractPolImageModel):
                 "`image`'s Stokes I must be > 0 on every free pixel to rescale by it "
                 "(a log-transformed `PixelImage` is)."
             )
-        scale = (i_free / jnp.max(i_free)) ** (-power)
-        self.scale = scale[None, :].astype(image.pol.dtype)
+        ratio = i_free / jnp.max(i_free)
+        powers = [power] * image.pol.shape[0]
+        if v_power is not None:
+            powers[-1] = v_power
+        scale = jnp.stack([ratio ** (-p) for p in powers])
+        self.scale = scale.astype(image.pol.dtype)
         self.z = image.pol / self.scale
         self.image = eqx.tree_at(lambda m: m.pol, image, jnp.zeros_like(image.pol))
 

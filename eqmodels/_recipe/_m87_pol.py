@@ -116,7 +116,8 @@ POL_ROUNDS = (
 #: With `stokes_v`: eht-imaging's Stokes V data term `vvis` and regularizers
 #: `l1v`, `vtv` in every round (unnormalised as the others), weights from the
 #: survey's Stokes V part (`--stokes-v`: the best V-image fidelity on a dipolar
-#: 3 %, a uniform −1 % and no V, with the linear weights above, at `POL_STOP`).
+#: 3 %, a uniform −1 % and no V, with the linear weights above, at `POL_STOP`
+#: in the coordinates of `POL_SCALE_POWER` and `POL_SCALE_POWER_V`).
 STOKES_V_TERMS = {"vvis": 50.0, "l1v": 1.0, "vtv": 3000.0}
 #: The most L-BFGS steps per polarimetric round: a cap, not the stop, well above
 #: what a round on the 2017 days takes. Each round runs until `POL_STOP`
@@ -151,6 +152,13 @@ POL_STOP = 1e-8
 #: (2017-04-11's |m_net| drifted 3.7, 3.3, 3.1 % at 1e-8, 1e-9, 1e-10);
 #: docs/recipe.md, "Where the rounds stop".
 POL_SCALE_POWER = 1.0
+#: With `stokes_v`, the exponent of the circular component's coordinates: 0, V
+#: in the `PolPixelImage`'s own. V is held by its regularizers, and rescaled (0.5)
+#: its rounds end lower but recover known V images worse (the recipe's V weights:
+#: fidelity 0.770 against 0.895), and the survey's best set there stalls at the
+#: `l1v` kink of the V = 0 start (docs/recipe.md, "How the polarimetric weights
+#: were chosen").
+POL_SCALE_POWER_V = 0.0
 
 
 # ------------------------------------------------------------------ data
@@ -482,8 +490,9 @@ def image_polarization(
     `rounds`, `mask_fraction`, `iterations` and `tol` replace `POL_ROUNDS`,
     `POL_MASK_FRACTION`, the L-BFGS steps per round and `POL_STOP` (see
     [`image_m87_pol`][]'s `pol_rounds`, `pol_mask`, `pol_iterations` and
-    `pol_tol`); `scale_power` (`>= 0`) replaces `POL_SCALE_POWER`, the exponent
-    of the coordinates the rounds solve in (0: the `PolPixelImage`'s own).
+    `pol_tol`); `scale_power` (`>= 0`) replaces `POL_SCALE_POWER` and
+    `POL_SCALE_POWER_V`, the exponents of the coordinates the rounds solve in (0:
+    the `PolPixelImage`'s own).
 
     **Returns:** `(model, jones, start, rounds)`: the final `PolPixelImage`, the
     `StationJones` (fitted D-terms), the first objective and its terms at the
@@ -498,7 +507,10 @@ def image_polarization(
     iterations = check_pol_iterations(iterations, "iterations")
     tol = POL_STOP if (tol := check_pol_tol(tol, "tol")) is None else tol
     power = check_scale_power(scale_power)
-    power = POL_SCALE_POWER if power is None else power
+    v_power = None
+    if power is None:
+        power = POL_SCALE_POWER
+        v_power = POL_SCALE_POWER_V if stokes_v else None
     mask = POL_MASK_FRACTION if mask_fraction is None else mask_fraction
     intensity = PixelImage.from_prior(
         image_i, grid, clipfloor=mask * float(image_i.max())
@@ -506,6 +518,7 @@ def image_polarization(
     model = RescaledPolPixels(
         PolPixelImage.init(intensity, frac=INIT_FRACTION, evpa=0.0, circular=stokes_v),
         power,
+        v_power=v_power,
     )
     if iterations is None:
         iterations = POL_ITERATIONS_FAST if fast else POL_ITERATIONS
@@ -607,9 +620,10 @@ def image_m87_pol(
       `POL_STOP`, 1e-8; a looser one stops the rounds before the reported
       quantities settle, docs/recipe.md "Where the rounds stop").
     - `pol_scale_power`: the exponent `>= 0` of the coordinates the rounds solve
-      in, `w = z · (I / I_max)^-p` per pixel (`None`: `POL_SCALE_POWER`, 1; 0:
-      the `PolPixelImage`'s own `w`, where L-BFGS settles the faint pixels far
-      more slowly). The objective is the same.
+      in, `w = z · (I / I_max)^-p` per pixel, every component (`None`:
+      `POL_SCALE_POWER`, 1, for Q, U and `POL_SCALE_POWER_V`, 0, for V; 0: the
+      `PolPixelImage`'s own `w`, where L-BFGS settles the faint pixels far more
+      slowly). The objective is the same.
     - `log`: a callable taking one line of progress (e.g. `print`), or `None`.
 
     **Returns:** `(stokes, report)`: the `(4, ny, nx)` image (I, Q, U, V in
