@@ -203,6 +203,7 @@ def run_one(
     iterations=None,
     tol=None,
     scale_power=None,
+    scale_power_v=None,
 ):
     syn = em.observe_same(truth, grid, data, dterms=DTERMS, seed=seed)
     t = time.perf_counter()
@@ -212,7 +213,7 @@ def run_one(
     model, jones, start, rounds = R.image_polarization(
         syn, truth[0], grid, rounds=rounds, mask_fraction=mask, fast=fast,
         stokes_v=v_weights is not None, iterations=iterations, tol=tol,
-        scale_power=scale_power,
+        scale_power=scale_power, scale_power_v=scale_power_v,
     )  # fmt: skip
     image = np.asarray(model())
     d = np.asarray(jones.dterms())
@@ -386,9 +387,16 @@ def main(argv=None) -> int:
         "--scale-power",
         type=float,
         metavar="P",
-        help="the exponent of the coordinates the rounds solve in, every "
-        "component (default the recipe's POL_SCALE_POWER, and POL_SCALE_POWER_V "
-        "for V; 0: the PolPixelImage's own); recorded in each run, as --iterations",
+        help="the exponent of the coordinates the rounds solve in for Q, U "
+        "(default the recipe's POL_SCALE_POWER; 0: the PolPixelImage's own); "
+        "recorded in each run, as --iterations",
+    )
+    ap.add_argument(
+        "--scale-power-v",
+        type=float,
+        metavar="P",
+        help="with --stokes-v: that exponent for V (default the recipe's "
+        "POL_SCALE_POWER_V); recorded in each run",
     )
     ap.add_argument("--report", metavar="FILE")
     ap.add_argument(
@@ -404,6 +412,14 @@ def main(argv=None) -> int:
         np.isfinite(args.scale_power) and args.scale_power >= 0
     ):
         ap.error(f"--scale-power must be a finite number >= 0, got {args.scale_power}.")
+    if args.scale_power_v is not None:
+        if not args.stokes_v:
+            ap.error("--scale-power-v is V's exponent: give it with --stokes-v.")
+        if not (np.isfinite(args.scale_power_v) and args.scale_power_v >= 0):
+            ap.error(
+                f"--scale-power-v must be a finite number >= 0, got "
+                f"{args.scale_power_v}."
+            )
     table = report_v if args.stokes_v else report
     if args.report:
         print(table(Path(args.report), args.day))
@@ -418,7 +434,7 @@ def main(argv=None) -> int:
     steps = args.iterations or (R.POL_ITERATIONS_FAST if fast else R.POL_ITERATIONS)
     tol = R.POL_STOP if args.tol is None else args.tol
     power = R.POL_SCALE_POWER if args.scale_power is None else args.scale_power
-    power_v = R.POL_SCALE_POWER_V if args.scale_power is None else args.scale_power
+    power_v = R.POL_SCALE_POWER_V if args.scale_power_v is None else args.scale_power_v
     if args.stokes_v:
         names = list(V_TRUTHS)[:1] if args.quick else list(V_TRUTHS)
         cfgs = (
@@ -463,14 +479,14 @@ def main(argv=None) -> int:
             r = run_one(
                 data, truth, grid, lin["ptv"], lin["hw"], R.POL_MASK_FRACTION,
                 seed, fast, v_weights=dict(zip(fields, cfg)),
-                iterations=steps, tol=tol, scale_power=args.scale_power,
+                iterations=steps, tol=tol, scale_power=power, scale_power_v=power_v,
             )  # fmt: skip
         else:
             seed = list(TRUTHS).index(name)
             truth = truth_stokes(i_img, grid, TRUTHS[name], seed)
             r = run_one(
                 data, truth, grid, *cfg, seed, fast, iterations=steps, tol=tol,
-                scale_power=args.scale_power,
+                scale_power=power,
             )  # fmt: skip
         r.update(truth_name=name, day=args.day, **dict(zip(fields, cfg)))
         r["iterations"] = steps

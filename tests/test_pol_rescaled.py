@@ -172,6 +172,8 @@ def test_default_params_hold_the_scales():
     sol = em.solve(lambda m: _penalty(m()), model, max_steps=5)
     np.testing.assert_array_equal(np.asarray(sol.model.scale), np.asarray(model.scale))
     assert not np.allclose(np.asarray(sol.model.z), np.asarray(model.z))
+    before = np.asarray(model.image.intensity.params)
+    assert not np.allclose(np.asarray(sol.model.image.intensity.params), before)
 
 
 def test_v_power_scales_the_circular_component_alone():
@@ -186,3 +188,19 @@ def test_v_power_scales_the_circular_component_alone():
         RescaledPolPixels(image, 1.0, v_power=-1.0)
     with pytest.raises(ValueError, match="`image` has none"):
         RescaledPolPixels(_image(circular=False), 1.0, v_power=0.5)
+
+
+def test_built_under_jit():
+    """Built inside `jit` (the I > 0 check skipped on tracers): the same model."""
+    image = _image(seed=6)
+    got = eqx.filter_jit(lambda im: RescaledPolPixels(im, 1.0)())(image)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(image()), rtol=1e-14)
+    scale = eqx.filter_jit(lambda im: RescaledPolPixels(im, 0.5).scale)(image)
+    np.testing.assert_allclose(
+        np.asarray(scale)[0], _scales_numpy(image, 0.5), rtol=1e-13
+    )
+
+
+def test_refuses_a_power_whose_scale_overflows():
+    with pytest.raises(ValueError, match="too large for this image"):
+        RescaledPolPixels(_image(), 400.0)

@@ -176,12 +176,17 @@ def test_quick_survey_on_a_real_night(tmp_path, shared_data, capsys):
     assert row["scale_power"] == survey.R.POL_SCALE_POWER
     assert row["scale_power_v"] == survey.R.POL_SCALE_POWER_V
     assert (
-        "| vvis | l1v | vtv | max steps | tol | linear ptv, hw |"
+        "| vvis | l1v | vtv | max steps | tol | linear ptv, hw | scale power (V) |"
         in capsys.readouterr().out
     )
     # Done with these linear weights: resuming skips it.
     assert survey.main(argv) == 0
     assert len(out_v.read_text().splitlines()) == 1
+    # Another V exponent is another run, recorded and tabled apart.
+    assert survey.main([*argv, "--scale-power-v", "0.5"]) == 0
+    rows = [json.loads(x) for x in out_v.read_text().splitlines()]
+    assert [r["scale_power_v"] for r in rows] == [survey.R.POL_SCALE_POWER_V, 0.5]
+    assert "| 1 (0.5) |" in capsys.readouterr().out
 
 
 def test_survey_refuses_a_step_count_under_one(capsys):
@@ -206,3 +211,27 @@ def test_survey_refuses_a_bad_scale_power(capsys, power):
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert f"--scale-power must be a finite number >= 0, got {float(power)}" in err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--scale-power-v", "0.5"], "--scale-power-v is V's exponent: give it with"),
+        (["--stokes-v", "--scale-power-v", "-1"], "--scale-power-v must be a finite"),
+    ],
+)
+def test_survey_refuses_a_bad_v_scale_power(capsys, argv, message):
+    with pytest.raises(SystemExit) as e:
+        load().main(argv)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_survey_reads_the_coordinates_of_older_runs():
+    """Runs recorded before the exponents were: 0; V runs recorded with
+    `scale_power` alone ran V at that exponent too."""
+    survey = load()
+    assert survey._power({}) == 0.0 and survey._power_v({}) == 0.0
+    assert survey._power({"scale_power": 1.0}) == 1.0
+    assert survey._power_v({"scale_power": 1.0}) == 1.0
+    assert survey._power_v({"scale_power": 1.0, "scale_power_v": 0.0}) == 0.0

@@ -204,6 +204,8 @@ def test_image_m87_pol_refuses_bad_scale_power(pair, monkeypatch, power):
     stokes, lo, hi = pair
     with pytest.raises((TypeError, ValueError), match="pol_scale_power"):
         em.image_m87_pol(lo, hi, pol_scale_power=power)
+    with pytest.raises((TypeError, ValueError), match="pol_scale_power_v"):
+        em.image_m87_pol(lo, hi, stokes_v=True, pol_scale_power_v=power)
     with pytest.raises((TypeError, ValueError), match="scale_power"):
         P.image_polarization(
             P.prepare_pol_data(lo, hi), stokes[0], GRID, scale_power=power
@@ -239,14 +241,32 @@ def test_image_m87_pol_solves_in_the_scaled_coordinates(pair, monkeypatch):
             np.testing.assert_allclose(row, want, rtol=1e-12)
     seen.clear()
     em.image_m87_pol(lo, hi, stokes_v=True, **kw)  # V: its own exponent
+    assert len(seen) == len(P.POL_ROUNDS)
     for scale in seen:
         np.testing.assert_allclose(scale[0], want, rtol=1e-12)
         np.testing.assert_allclose(scale[1], want, rtol=1e-12)
         want_v = (i / i.max()) ** (-P.POL_SCALE_POWER_V)
         np.testing.assert_allclose(scale[2], want_v, rtol=1e-12)
     seen.clear()
+    # Given: Q, U's exponent alone (V keeps its default), and V's with stokes_v.
+    em.image_m87_pol(lo, hi, stokes_v=True, pol_scale_power=0.5, **kw)
+    em.image_m87_pol(lo, hi, stokes_v=True, pol_scale_power_v=0.5, **kw)
+    assert len(seen) == 2 * len(P.POL_ROUNDS)
+    half = (i / i.max()) ** -0.5
+    for k, scale in enumerate(seen):
+        qu, v = (half, want_v) if k < len(P.POL_ROUNDS) else (want, half)
+        np.testing.assert_allclose(scale[0], qu, rtol=1e-12)
+        np.testing.assert_allclose(scale[2], v, rtol=1e-12)
+    seen.clear()
     em.image_m87_pol(lo, hi, pol_scale_power=0, **kw)
+    assert len(seen) == len(P.POL_ROUNDS)
     assert all(np.all(scale == 1.0) for scale in seen)
+    with pytest.raises(ValueError, match="`pol_scale_power_v` is the exponent"):
+        em.image_m87_pol(lo, hi, pol_scale_power_v=0.5, **kw)
+    with pytest.raises(ValueError, match="`scale_power_v` is the exponent"):
+        P.image_polarization(
+            P.prepare_pol_data(lo, hi), stokes[0], GRID, scale_power_v=0.5
+        )
     model, *_ = P.image_polarization(
         P.prepare_pol_data(lo, hi), stokes[0], GRID, iterations=2, forward="direct"
     )
@@ -718,7 +738,7 @@ def test_polarimetric_rounds_with_stokes_v():
     """`stokes_v`: the V terms in every round, V imaged with the right sign at
     `fast`'s 50 steps a round. On these data (V = 10 % of I, about 1σ per row) the
     V regularizers keep it well below the truth: the test asks for the sign and
-    physical planes. (Run to convergence the net V comes out −0.33 %, the wrong
+    physical planes. (Run to convergence the net V comes out −0.15 %, the wrong
     sign: docs/recipe.md, "Stokes V is the least tested part".)"""
     stokes = _ring_stokes(frac=0.1, evpa=0.3)
     stokes[3] = 0.1 * stokes[0]

@@ -108,6 +108,13 @@ class RescaledPolPixels(AbstractPolImageModel):
         if v_power is not None:
             powers[-1] = v_power
         scale = jnp.stack([ratio ** (-p) for p in powers])
+        if is_concrete(scale) and not bool(jnp.all(jnp.isfinite(scale))):
+            raise ValueError(
+                f"`power` {power:g} (or `v_power`) is too large for this image: "
+                f"(I / I_max)^-power overflows on its faintest free pixel "
+                f"(I / I_max = {float(jnp.min(ratio)):.3g}). Use a smaller power "
+                "(1 makes z about P / I_max)."
+            )
         self.scale = scale.astype(image.pol.dtype)
         self.z = image.pol / self.scale
         self.image = eqx.tree_at(lambda m: m.pol, image, jnp.zeros_like(image.pol))

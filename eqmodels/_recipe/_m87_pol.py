@@ -116,8 +116,10 @@ POL_ROUNDS = (
 #: With `stokes_v`: eht-imaging's Stokes V data term `vvis` and regularizers
 #: `l1v`, `vtv` in every round (unnormalised as the others), weights from the
 #: survey's Stokes V part (`--stokes-v`: the best V-image fidelity on a dipolar
-#: 3 %, a uniform −1 % and no V, with the linear weights above, at `POL_STOP`
-#: in the coordinates of `POL_SCALE_POWER` and `POL_SCALE_POWER_V`).
+#: 3 %, a uniform −1 % and no V, with the linear weights then, `ptv` 10, at
+#: `POL_STOP`, in the `PolPixelImage`'s coordinates). Kept with the linear
+#: weights and coordinates now, where it scores 0.895 and the best set 0.899
+#: (docs/recipe.md, "How the polarimetric weights were chosen").
 STOKES_V_TERMS = {"vvis": 50.0, "l1v": 1.0, "vtv": 3000.0}
 #: The most L-BFGS steps per polarimetric round: a cap, not the stop, well above
 #: what a round on the 2017 days takes. Each round runs until `POL_STOP`
@@ -483,6 +485,7 @@ def image_polarization(
     iterations: int | np.integer | None = None,
     tol: float | np.floating | None = None,
     scale_power: float | int | np.floating | np.integer | None = None,
+    scale_power_v: float | int | np.floating | np.integer | None = None,
     log=None,
 ):
     """The polarimetric rounds (`POL_ROUNDS`) on prepared, self-calibrated data
@@ -490,9 +493,10 @@ def image_polarization(
     `rounds`, `mask_fraction`, `iterations` and `tol` replace `POL_ROUNDS`,
     `POL_MASK_FRACTION`, the L-BFGS steps per round and `POL_STOP` (see
     [`image_m87_pol`][]'s `pol_rounds`, `pol_mask`, `pol_iterations` and
-    `pol_tol`); `scale_power` (`>= 0`) replaces `POL_SCALE_POWER` and
-    `POL_SCALE_POWER_V`, the exponents of the coordinates the rounds solve in (0:
-    the `PolPixelImage`'s own).
+    `pol_tol`); `scale_power` and `scale_power_v` (`>= 0`) replace
+    `POL_SCALE_POWER` and `POL_SCALE_POWER_V`, the exponents of the coordinates
+    the rounds solve in for Q, U and for V (0: the `PolPixelImage`'s own;
+    `scale_power_v` only with `stokes_v`).
 
     **Returns:** `(model, jones, start, rounds)`: the final `PolPixelImage`, the
     `StationJones` (fitted D-terms), the first objective and its terms at the
@@ -507,10 +511,15 @@ def image_polarization(
     iterations = check_pol_iterations(iterations, "iterations")
     tol = POL_STOP if (tol := check_pol_tol(tol, "tol")) is None else tol
     power = check_scale_power(scale_power)
-    v_power = None
-    if power is None:
-        power = POL_SCALE_POWER
-        v_power = POL_SCALE_POWER_V if stokes_v else None
+    power = POL_SCALE_POWER if power is None else power
+    v_power = check_scale_power(scale_power_v, "scale_power_v")
+    if v_power is not None and not stokes_v:
+        raise ValueError(
+            "`scale_power_v` is the exponent of Stokes V's coordinates: give it "
+            "with `stokes_v=True`, or leave it out."
+        )
+    if stokes_v and v_power is None:
+        v_power = POL_SCALE_POWER_V
     mask = POL_MASK_FRACTION if mask_fraction is None else mask_fraction
     intensity = PixelImage.from_prior(
         image_i, grid, clipfloor=mask * float(image_i.max())
@@ -585,6 +594,7 @@ def image_m87_pol(
     pol_iterations: int | np.integer | None = None,
     pol_tol: float | np.floating | None = None,
     pol_scale_power: float | int | np.floating | np.integer | None = None,
+    pol_scale_power_v: float | int | np.floating | np.integer | None = None,
     log=None,
 ):
     """Image M87 in full polarization: the published Stokes I recipe
@@ -619,11 +629,12 @@ def image_m87_pol(
     - `pol_tol`: the polarimetric rounds' `ftol` and `gtol`, in (0, 1) (`None`:
       `POL_STOP`, 1e-8; a looser one stops the rounds before the reported
       quantities settle, docs/recipe.md "Where the rounds stop").
-    - `pol_scale_power`: the exponent `>= 0` of the coordinates the rounds solve
-      in, `w = z · (I / I_max)^-p` per pixel, every component (`None`:
-      `POL_SCALE_POWER`, 1, for Q, U and `POL_SCALE_POWER_V`, 0, for V; 0: the
-      `PolPixelImage`'s own `w`, where L-BFGS settles the faint pixels far more
-      slowly). The objective is the same.
+    - `pol_scale_power`, `pol_scale_power_v`: the exponents `>= 0` of the
+      coordinates the rounds solve in, `w = z · (I / I_max)^-p` per pixel, for
+      Q, U and for V (`None`: `POL_SCALE_POWER`, 1, and `POL_SCALE_POWER_V`, 0;
+      0: the `PolPixelImage`'s own `w`, where L-BFGS settles the faint pixels far
+      more slowly; `pol_scale_power_v` only with `stokes_v`). The objective is
+      the same.
     - `log`: a callable taking one line of progress (e.g. `print`), or `None`.
 
     **Returns:** `(stokes, report)`: the `(4, ny, nx)` image (I, Q, U, V in
@@ -655,6 +666,12 @@ def image_m87_pol(
     pol_iterations = check_pol_iterations(pol_iterations)
     pol_tol = check_pol_tol(pol_tol)
     pol_scale_power = check_scale_power(pol_scale_power, "pol_scale_power")
+    pol_scale_power_v = check_scale_power(pol_scale_power_v, "pol_scale_power_v")
+    if pol_scale_power_v is not None and not stokes_v:
+        raise ValueError(
+            "`pol_scale_power_v` is the exponent of Stokes V's coordinates: give "
+            "it with `stokes_v=True`, or leave it out."
+        )
     if pol_mask is not None and (
         isinstance(pol_mask, bool)
         or not isinstance(pol_mask, int | float)
@@ -689,6 +706,7 @@ def image_m87_pol(
         data, image_i, grid, stokes_v=stokes_v, fast=fast, forward=forward,
         rounds=pol_rounds, mask_fraction=pol_mask, iterations=pol_iterations,
         tol=pol_tol, scale_power=pol_scale_power,
+        scale_power_v=pol_scale_power_v,
         log=log,
     )  # fmt: skip
     stokes = np.array(model())
