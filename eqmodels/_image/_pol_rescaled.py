@@ -9,7 +9,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from .._grid import ImageGrid
-from .._validation import is_concrete
+from .._validation import host_real, is_concrete
 from ._pol_base import AbstractPolImageModel
 from ._pol_pixel import PolPixelImage
 
@@ -22,19 +22,14 @@ def check_scale_power(
     `>= 0` is refused, naming the argument `name`."""
     if power is None and optional:
         return None
-    if (
-        power is None
-        or isinstance(power, bool)
-        or not isinstance(power, int | float | np.integer | np.floating)
-        or not np.isfinite(power)
-        or power < 0
-    ):
+    value = None if power is None else host_real(power)
+    if value is None or not np.isfinite(value) or value < 0:
         raise ValueError(
             f"`{name}` must be a finite number >= 0 (the polarization vectors "
             f"are solved for as w = z · (I / I_max)^-{name}; 0: w itself) or "
             f"None for the recipe's default, got {power!r}."
         )
-    return float(power)
+    return value
 
 
 class RescaledPolPixels(AbstractPolImageModel):
