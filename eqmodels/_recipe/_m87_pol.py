@@ -117,9 +117,9 @@ POL_ROUNDS = (
 #: `l1v`, `vtv` in every round (unnormalised as the others), weights from the
 #: survey's Stokes V part (`--stokes-v`: the best V-image fidelity on a dipolar
 #: 3 %, a uniform −1 % and no V, with the linear weights then, `ptv` 10, at
-#: `POL_STOP`, in the `PolPixelImage`'s coordinates). Kept with the linear
-#: weights and coordinates now, where it scores 0.895 and the best set 0.899
-#: (docs/recipe.md, "How the polarimetric weights were chosen").
+#: `POL_STOP`, in the `PolPixelImage`'s coordinates), kept with the linear
+#: weights and coordinates now, where it scores within the survey's spread of the
+#: best (docs/recipe.md, "How the polarimetric weights were chosen").
 STOKES_V_TERMS = {"vvis": 50.0, "l1v": 1.0, "vtv": 3000.0}
 #: The most L-BFGS steps per polarimetric round: a cap, not the stop, well above
 #: what a round on the 2017 days takes. Each round runs until `POL_STOP`
@@ -143,23 +143,21 @@ RING_ANNULUS_UAS = 15.0
 #: by less than this fraction of it (`gtol`: or no gradient component exceeds
 #: it). The Stokes I recipe's 1e-6 stops on the slow tail of the optimisation,
 #: where the reported quantities still move; at 1e-8, in the coordinates of
-#: `POL_SCALE_POWER`, they hold to 0.03 pp and 0.3° against 1e-10 on all four
-#: 2017 days (docs/recipe.md, "Where the rounds stop").
+#: `POL_SCALE_POWER`, they hold against 1e-10 on all four 2017 days (docs/recipe.md,
+#: "Where the rounds stop").
 POL_STOP = 1e-8
 #: The rounds solve for the polarization vectors in rescaled coordinates,
 #: `w = z · (I / I_max)^-POL_SCALE_POWER` per pixel (`RescaledPolPixels`: the
 #: same objective and images; with 1, `z` is about the polarized flux in units of
 #: the peak). In `w` itself (0) the curvature spans four decades across the 1 %
 #: mask and L-BFGS leaves the faint pixels' polarization unsettled at `POL_STOP`
-#: (2017-04-11's |m_net| drifted 3.7, 3.3, 3.1 % at 1e-8, 1e-9, 1e-10);
-#: docs/recipe.md, "Where the rounds stop".
+#: (docs/recipe.md, "Where the rounds stop").
 POL_SCALE_POWER = 1.0
 #: With `stokes_v`, the exponent of the circular component's coordinates: 0, V
 #: in the `PolPixelImage`'s own. V is held by its regularizers, and rescaled (0.5)
-#: its rounds end lower but recover known V images worse (the recipe's V weights:
-#: fidelity 0.770 against 0.895), and the survey's best set there stalls at the
-#: `l1v` kink of the V = 0 start (docs/recipe.md, "How the polarimetric weights
-#: were chosen").
+#: its rounds end lower but recover known V images worse, and the survey's best
+#: set there stalls at the `l1v` kink of the V = 0 start (docs/recipe.md, "How
+#: the polarimetric weights were chosen").
 POL_SCALE_POWER_V = 0.0
 
 
